@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+EXTRAS := dev,postgres,celery
+
+.PHONY: install lint test demo bench e2e-distributed clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall whenever the project's metadata or the pinned constraints change.
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade "pip==25.3"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	touch $@
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+demo: install
+	$(BIN)/python demo/cli_walkthrough.py
+
+bench: install
+	$(BIN)/python benchmarks/allocate.py
+
+clean:
+	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,9 @@
+"""``python -m airflow_idempotent_jobs``: the same as the ``idempotent-jobs`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

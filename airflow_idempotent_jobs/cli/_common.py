@@ -1,0 +1,80 @@
+"""What every CLI command shares: exit codes, one-line errors, opening the store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Final, NoReturn
+
+from ..errors import (
+    AllocationConflict,
+    BudgetExceeded,
+    EpisodeNotFound,
+    IdempotentJobsError,
+    IllegalTransition,
+    InvalidIdentifier,
+    StoreCorrupted,
+    StoreUnavailable,
+    SubmissionStateUnknown,
+)
+from ..stores import EpisodeStore, open_store
+
+__all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json"]
+
+#: The exit codes DESIGN.md lists.
+EXIT: Final = {
+    "ok": 0,
+    "problems": 1,
+    "usage": 2,
+    "conflict": 3,
+    "not_found": 4,
+    "store": 5,
+}
+
+_CODES: Final[tuple[tuple[type[BaseException], int], ...]] = (
+    (InvalidIdentifier, EXIT["usage"]),
+    (BudgetExceeded, EXIT["usage"]),
+    (AllocationConflict, EXIT["conflict"]),
+    (IllegalTransition, EXIT["conflict"]),
+    (SubmissionStateUnknown, EXIT["conflict"]),
+    (EpisodeNotFound, EXIT["not_found"]),
+    (StoreCorrupted, EXIT["store"]),
+    (StoreUnavailable, EXIT["store"]),
+)
+
+
+class CliError(Exception):
+    """A usage problem found by a command itself (exit 2 unless said otherwise)."""
+
+    def __init__(self, message: str, code: int = EXIT["usage"]) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(exc: BaseException) -> int:
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return EXIT["store"] if isinstance(exc, IdempotentJobsError) else 1
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit 2, not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT["usage"], f"{self.prog}: error: {message}\n")
+
+
+def open_cli_store(args: argparse.Namespace, **options: Any) -> EpisodeStore:
+    url = args.store or os.environ.get("IDEMPOTENT_JOBS_STORE")
+    if not url:
+        raise CliError("no store given: pass --store PATH_OR_URL or set IDEMPOTENT_JOBS_STORE")
+    if args.lock_timeout is not None:
+        options.setdefault("lock_timeout", args.lock_timeout)
+    return open_store(url, **options)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, sort_keys=True, ensure_ascii=False) + "\n")

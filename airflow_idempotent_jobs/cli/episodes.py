@@ -1,0 +1,126 @@
+"""``allocate``, ``show``, ``list``, ``check`` and ``rebuild-index``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from typing import Any
+
+from ..check import check_store
+from ..episode import Episode
+from ..identity import WeekId, resolve_timezone
+from ..stores import FileEpisodeStore
+from ._common import EXIT, CliError, open_cli_store, print_json
+
+__all__ = ["register"]
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("allocate", help="allocate (or get back) the episode a key owns in a week")
+    p.add_argument("--key", required=True, help="allocation key, stable across retries of one invocation")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--week", help="ISO week, e.g. 2026-W32")
+    when.add_argument("--date", help="ISO date or datetime whose ISO week is meant")
+    p.add_argument("--tz", help="time zone of --date (IANA name, default UTC)")
+    p.add_argument("--fingerprint", help="hash of the request, bound to the key")
+    p.set_defaults(func=_allocate)
+
+    p = commands.add_parser("show", help="one episode as JSON")
+    p.add_argument("episode_id")
+    p.set_defaults(func=_show)
+
+    p = commands.add_parser("list", help="episodes as a table (or JSON lines)")
+    p.add_argument("--week", help="only this ISO week")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=_list)
+
+    p = commands.add_parser("check", help="verify the store read-only; exit 1 if anything is wrong")
+    p.add_argument("episode_ids", nargs="*", help="only these episodes")
+    p.add_argument("--json", action="store_true", help="problems as JSON lines")
+    p.set_defaults(func=_check)
+
+    p = commands.add_parser("rebuild-index", help="rebuild the file store's derived key index and histories")
+    p.set_defaults(func=_rebuild_index)
+
+
+def _week_from_args(args: argparse.Namespace) -> WeekId:
+    if args.week is not None:
+        if args.tz:
+            raise CliError("--tz only applies to --date")
+        return WeekId.parse(args.week)
+    try:
+        parsed = dt.datetime.fromisoformat(args.date)
+        moment: dt.date = parsed.date() if len(args.date) == 10 else parsed
+    except ValueError as exc:
+        raise CliError(f"--date {args.date!r} is not an ISO date or datetime") from exc
+    return WeekId.from_datetime(moment, resolve_timezone(args.tz) if args.tz else None)
+
+
+def _allocate(args: argparse.Namespace) -> int:
+    week = _week_from_args(args)
+    with open_cli_store(args) as store:
+        episode = store.allocate(week, args.key, args.fingerprint)
+    sys.stdout.write(episode.episode_id + "\n")
+    verb = "reused" if episode.reused else "allocated"
+    sys.stderr.write(f"{verb} {episode.episode_id} for key {episode.allocation_key!r}\n")
+    return EXIT["ok"]
+
+
+def _show(args: argparse.Namespace) -> int:
+    with open_cli_store(args) as store:
+        print_json(store.get(args.episode_id).to_dict())
+    return EXIT["ok"]
+
+
+def _list(args: argparse.Namespace) -> int:
+    week = WeekId.parse(args.week) if args.week else None
+    with open_cli_store(args) as store:
+        episodes = store.list(week)
+    if args.json:
+        for episode in episodes:
+            print_json(episode.to_dict())
+    else:
+        sys.stdout.write(format_table(episodes))
+    return EXIT["ok"]
+
+
+def format_table(episodes: list[Episode]) -> str:
+    header = ("EPISODE", "STATUS", "SUBMISSION", "COST", "CREATED", "KEY")
+    rows = [header] + [
+        (
+            e.episode_id,
+            e.status.value,
+            e.submission.state.value + (f" {e.submission.remote_ref}" if e.submission.remote_ref else ""),
+            "" if e.submission.cost is None else f"{e.submission.cost:.2f}",
+            e.created_at[:19].replace("T", " "),
+            e.allocation_key if len(e.allocation_key) <= 60 else e.allocation_key[:57] + "...",
+        )
+        for e in episodes
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    footer = f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''}"
+    return "\n".join([*lines, footer]) + "\n"
+
+
+def _check(args: argparse.Namespace) -> int:
+    with open_cli_store(args) as store:
+        problems = check_store(store, args.episode_ids)
+    for problem in problems:
+        if args.json:
+            print_json(problem.to_dict())
+        else:
+            sys.stdout.write(f"{problem}\n")
+    if not args.json:
+        sys.stderr.write(f"check: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n")
+    return EXIT["problems"] if problems else EXIT["ok"]
+
+
+def _rebuild_index(args: argparse.Namespace) -> int:
+    with open_cli_store(args) as store:
+        if not isinstance(store, FileEpisodeStore):
+            raise CliError("rebuild-index applies to the file store only (the PostgreSQL store has no derived index)")
+        count = store.rebuild_index()
+    sys.stderr.write(f"rebuilt the index from {count} episodes\n")
+    return EXIT["ok"]

@@ -1,0 +1,93 @@
+"""One error root; each subclass carries the data a caller needs to act on it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AllocationConflict",
+    "BudgetExceeded",
+    "EpisodeNotFound",
+    "IdempotentJobsError",
+    "IllegalTransition",
+    "InvalidIdentifier",
+    "StoreCorrupted",
+    "StoreUnavailable",
+    "SubmissionStateUnknown",
+]
+
+
+class IdempotentJobsError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class InvalidIdentifier(IdempotentJobsError, ValueError):
+    """A week id, episode id, allocation key or fingerprint that breaks its grammar."""
+
+    def __init__(self, kind: str, value: object, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.reason = reason
+        super().__init__(f"invalid {kind} {_short(value)}: {reason}")
+
+
+class AllocationConflict(IdempotentJobsError):
+    """The key is held in another week, by several episodes, or with another fingerprint."""
+
+    def __init__(self, allocation_key: str, reason: str, episode_ids: tuple[str, ...] = ()) -> None:
+        self.allocation_key = allocation_key
+        self.reason = reason
+        self.episode_ids = episode_ids
+        held = f" (held by {', '.join(episode_ids)})" if episode_ids else ""
+        super().__init__(f"allocation key {_short(allocation_key)}: {reason}{held}")
+
+
+class EpisodeNotFound(IdempotentJobsError, LookupError):
+    """No episode with this id exists in the store."""
+
+    def __init__(self, episode_id: str, where: str = "") -> None:
+        self.episode_id = episode_id
+        super().__init__(f"episode {episode_id} not found" + (f" in {where}" if where else ""))
+
+
+class StoreCorrupted(IdempotentJobsError):
+    """A stored file or row is unreadable or has an unknown schema; nothing was overwritten."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"store corrupted at {where}: {reason}")
+
+
+class StoreUnavailable(IdempotentJobsError):
+    """The store cannot be reached or locked (lock timeout, unwritable root, database down)."""
+
+
+class IllegalTransition(IdempotentJobsError):
+    """A submission-ledger transition that the state machine does not allow."""
+
+    def __init__(self, episode_id: str, current: str, wanted: str) -> None:
+        self.episode_id = episode_id
+        self.current = current
+        self.wanted = wanted
+        super().__init__(f"episode {episode_id}: submission cannot go from {current} to {wanted}")
+
+
+class SubmissionStateUnknown(IdempotentJobsError):
+    """A paid submission may or may not have been accepted; only reconcile may settle it."""
+
+    def __init__(self, episode_id: str, detail: str = "") -> None:
+        self.episode_id = episode_id
+        self.command = f"idempotent-jobs reconcile {episode_id}"
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"episode {episode_id}: the provider may already have accepted this submission{extra}; "
+            f"refusing to submit again. Settle it with: {self.command}"
+        )
+
+
+class BudgetExceeded(IdempotentJobsError):
+    """The week's spending would pass its budget; nothing was sent."""
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

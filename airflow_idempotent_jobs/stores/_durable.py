@@ -1,0 +1,70 @@
+"""Atomic, durable file primitives: write a temp file, fsync it, rename it, fsync the directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreCorrupted
+
+__all__ = ["TMP_PREFIX", "dump_json", "fsync_dir", "read_json", "tmp_name", "write_durable"]
+
+#: Every temporary name starts with this; readers skip such entries, a crash may leave them behind.
+TMP_PREFIX = ".tmp-"
+
+
+def tmp_name(final: str) -> str:
+    return f"{TMP_PREFIX}{final}-{secrets.token_hex(4)}"
+
+
+def dump_json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_synced(path: Path, payload: bytes) -> None:
+    """Create ``path`` (it must not exist) with ``payload`` and fsync its data."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durable(path: Path, data: Any, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` as JSON so that readers see the old or the new file, whole."""
+    tmp = path.with_name(tmp_name(path.name))
+    try:
+        write_file_synced(tmp, dump_json(data))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; unreadable bytes or syntax are `StoreCorrupted` naming the file.
+
+    `FileNotFoundError` passes through: absence is the caller's decision, not corruption.
+    """
+    raw = path.read_bytes()
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        detail = "empty file" if not raw.strip() else f"invalid JSON ({exc})"
+        raise StoreCorrupted(str(path), detail) from exc

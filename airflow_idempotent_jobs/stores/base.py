@@ -1,0 +1,129 @@
+"""The store port: public methods hold the policy, a backend supplies a few primitives."""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Protocol, Union
+
+from ..allocation import decide, new_episode
+from ..episode import Episode
+from ..errors import AllocationConflict, EpisodeNotFound
+from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+
+__all__ = ["EpisodeStore", "StoreSession"]
+
+WeekLike = Union[str, WeekId]
+EpisodeLike = Union[str, EpisodeId]
+
+
+class StoreSession(Protocol):
+    """What a backend can do while it holds the store's lock (and, for SQL, its transaction)."""
+
+    def holders(self, allocation_key: str) -> list[Episode]:
+        """Every committed episode carrying this key (normally zero or one)."""
+
+    def highest_sequence(self, week: WeekId) -> int | None:
+        """The highest sequence ever committed in ``week``, or None for a week never used."""
+
+    def insert(self, episode: Episode) -> None:
+        """Persist a new episode durably; returning means it is committed."""
+
+    def load(self, episode_id: EpisodeId) -> Episode | None:
+        """The committed episode, or None."""
+
+    def replace(self, before: Episode, after: Episode) -> None:
+        """Persist ``after`` over ``before``; the caller checked ``before`` is current under this lock."""
+
+
+class EpisodeStore(abc.ABC):
+    """Allocation, lookup and updates of episodes; every write runs under the store's lock."""
+
+    @property
+    @abc.abstractmethod
+    def namespace(self) -> str:
+        """A stable name for this store, part of every idempotency token it hands out."""
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the store lives, for messages (a path or a URL without password)."""
+
+    @abc.abstractmethod
+    def _session(self) -> AbstractContextManager[StoreSession]:
+        """Hold the lock that covers discovery and persistence for the body of a ``with``."""
+
+    @abc.abstractmethod
+    def _read(self, episode_id: EpisodeId) -> Episode | None:
+        """A committed episode read without the lock (reads see whole records only)."""
+
+    @abc.abstractmethod
+    def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
+        """Committed episodes carrying this key, read without the lock."""
+
+    @abc.abstractmethod
+    def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
+        """Committed episodes of one week, or of every week, in any order."""
+
+    def allocate(self, week: WeekLike, allocation_key: str, fingerprint: str | None = None) -> Episode:
+        """The episode this key owns in ``week``: the existing one on a retry, else the next sequence."""
+        week_id = WeekId.parse(week)
+        key = validate_allocation_key(allocation_key)
+        fp = validate_fingerprint(fingerprint)
+        with self._session() as session:
+            existing = decide(week_id, key, fp, session.holders(key))
+            if existing is not None:
+                return existing
+            highest = session.highest_sequence(week_id)
+            episode = new_episode(week_id, 0 if highest is None else highest + 1, key, fp)
+            session.insert(episode)
+            return episode
+
+    def get(self, episode_id: EpisodeLike) -> Episode:
+        eid = EpisodeId.parse(episode_id)
+        episode = self._read(eid)
+        if episode is None:
+            raise EpisodeNotFound(str(eid), self.location)
+        return episode
+
+    def find(self, allocation_key: str) -> Episode | None:
+        """The episode holding this key, None if none; several holders is a conflict (fail closed)."""
+        key = validate_allocation_key(allocation_key)
+        holders = self._read_holders(key)
+        if len(holders) > 1:
+            raise AllocationConflict(key, "held by several episodes", tuple(sorted(h.episode_id for h in holders)))
+        return holders[0] if holders else None
+
+    def list(self, week: WeekLike | None = None) -> builtins.list[Episode]:
+        """Episodes ordered by week, then sequence."""
+        week_id = None if week is None else WeekId.parse(week)
+        return sorted(self._read_all(week_id), key=lambda e: (e.week_id, e.sequence))
+
+    def update(self, episode_id: EpisodeLike, change: Callable[[Episode], Episode]) -> Episode:
+        """Apply ``change`` to the current record under the lock and persist the result.
+
+        ``change`` sees the committed record and may raise to refuse (the ledger's transitions do);
+        then nothing is written. It must not change the episode's identity.
+        """
+        eid = EpisodeId.parse(episode_id)
+        with self._session() as session:
+            before = session.load(eid)
+            if before is None:
+                raise EpisodeNotFound(str(eid), self.location)
+            after = change(before)
+            if (after.episode_id, after.allocation_key) != (before.episode_id, before.allocation_key):
+                raise ValueError("update must not change an episode's id or allocation key")
+            if after != before:
+                session.replace(before, after)
+            return after
+
+    def close(self) -> None:  # noqa: B027  (a hook with a sensible empty default)
+        """Release connections; the file store holds none."""
+
+    def __enter__(self) -> EpisodeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,387 @@
+"""The embedded default store: one directory per episode, guarded by one ``filelock`` lock.
+
+Layout under the root (every JSON file carries ``schema_version``)::
+
+    store.json                          namespace of this store
+    .lock                               the lock held across discovery and persistence
+    episodes/<week>/<episode_id>/state.json   the episode record: its rename is the commit point
+    episodes/<week>/history.json        the week group's history (derived; may lag by a crash)
+    index/meta.json                     marks the key index as built
+    index/keys/<h3>/<sha256(key)>.<episode_id>   empty marker files: the key index (derived)
+
+A ``flock`` protects processes on one host only, and not on NFS: across hosts use the
+PostgreSQL store.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from ..episode import SCHEMA_VERSION, Episode, utc_now
+from ..errors import StoreCorrupted, StoreUnavailable
+from ..identity import EpisodeId, WeekId
+from ._durable import TMP_PREFIX, dump_json, fsync_dir, read_json, tmp_name, write_durable, write_file_synced
+from .base import EpisodeStore
+
+__all__ = ["FileEpisodeStore"]
+
+STATE_FILE = "state.json"
+HISTORY_FILE = "history.json"
+_KEY_BUCKET_CHARS = 3
+
+
+def key_digest(allocation_key: str) -> str:
+    return hashlib.sha256(allocation_key.encode("utf-8")).hexdigest()
+
+
+class FileEpisodeStore(EpisodeStore):
+    """Episodes as files under ``root``; safe for many processes on one machine."""
+
+    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
+        self.root = Path(root).absolute()
+        self.lock_timeout = lock_timeout
+        self._lock = filelock.FileLock(
+            self.root / ".lock",
+            timeout=lock_timeout,
+            # Polling, not blocking: 1 ms keeps throughput under contention.
+            poll_interval=0.001,
+            # Never silently degrade to a lock file that a crash could leave behind.
+            fallback_to_soft=False,
+            preserve_lock_file=True,
+            thread_local=False,
+        )
+        self._namespace: str | None = None
+        self._ready = False
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return str(self.root)
+
+    def week_dir(self, week: WeekId) -> Path:
+        return self.root / "episodes" / str(week)
+
+    def episode_dir(self, episode_id: EpisodeId) -> Path:
+        return self.week_dir(episode_id.week) / str(episode_id)
+
+    def state_path(self, episode_id: EpisodeId) -> Path:
+        return self.episode_dir(episode_id) / STATE_FILE
+
+    def history_path(self, week: WeekId) -> Path:
+        return self.week_dir(week) / HISTORY_FILE
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    def key_bucket(self, digest: str) -> Path:
+        return self.index_dir / "keys" / digest[:_KEY_BUCKET_CHARS]
+
+    # -- port ----------------------------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        if self._namespace is None:
+            meta = self._read_store_meta()
+            if meta is None:
+                with self._session():
+                    pass
+            else:
+                self._namespace = meta
+        assert self._namespace is not None
+        return self._namespace
+
+    @contextmanager
+    def _session(self) -> Iterator[_FileSession]:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
+        except filelock.Timeout as exc:
+            raise StoreUnavailable(
+                f"could not lock the store {self.root} within {self.lock_timeout:g}s (another process holds it)"
+            ) from exc
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot use the store root {self.root}: {exc.strerror or exc}") from exc
+        try:
+            if not self._ready:
+                self._initialise()
+            yield _FileSession(self)
+        except OSError as exc:
+            where = exc.filename or self.root
+            raise StoreUnavailable(f"store write failed at {where}: {exc.strerror or exc}") from exc
+        finally:
+            self._lock.release()
+
+    def _read(self, episode_id: EpisodeId) -> Episode | None:
+        return self._load(episode_id)
+
+    def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
+        if not (self.index_dir / "meta.json").exists():
+            return [e for e in self._scan(None) if e.allocation_key == allocation_key]
+        return self._indexed_holders(allocation_key)
+
+    def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
+        return list(self._scan(week))
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def rebuild_index(self) -> int:
+        """Rebuild the key index and week histories from the episode files; returns episodes seen."""
+        with self._session():
+            return self._rebuild_index()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _read_store_meta(self) -> str | None:
+        path = self.root / "store.json"
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            return None
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            raise StoreCorrupted(str(path), f"unknown schema_version {_version(data)!r}")
+        namespace = data.get("namespace")
+        if not isinstance(namespace, str) or not namespace:
+            raise StoreCorrupted(str(path), "missing namespace")
+        return namespace
+
+    def _initialise(self) -> None:
+        """Under the lock: create ``store.json`` and the key index when they are missing."""
+        namespace = self._read_store_meta()
+        if namespace is None:
+            namespace = uuid.uuid4().hex
+            meta = {"schema_version": SCHEMA_VERSION, "namespace": namespace, "created_at": utc_now()}
+            write_durable(self.root / "store.json", meta)
+        meta_path = self.index_dir / "meta.json"
+        if meta_path.exists():
+            data = read_json(meta_path)
+            if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+                raise StoreCorrupted(str(meta_path), f"unknown schema_version {_version(data)!r}")
+        else:
+            self._rebuild_index()
+        self._namespace = namespace
+        self._ready = True
+
+    def _rebuild_index(self) -> int:
+        meta_path = self.index_dir / "meta.json"
+        meta_path.unlink(missing_ok=True)
+        episodes = list(self._scan(None))
+        keys_dir = self.index_dir / "keys"
+        if keys_dir.exists():
+            shutil.rmtree(keys_dir)
+        touched: set[Path] = set()
+        for episode in episodes:
+            touched.add(self._write_marker(episode))
+        by_week: dict[str, builtins.list[Episode]] = {}
+        for episode in episodes:
+            by_week.setdefault(episode.week_id, []).append(episode)
+        for week_text, members in by_week.items():
+            week = WeekId.parse(week_text)
+            previous = self._history_highest(week)
+            highest = max([m.sequence for m in members] + ([previous] if previous is not None else []))
+            entries = {m.episode_id: _history_entry(m) for m in members}
+            write_durable(self.history_path(week), _history_record(week, highest, entries))
+        for bucket in touched:
+            fsync_dir(bucket)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        write_durable(meta_path, {"schema_version": SCHEMA_VERSION, "kind": "key-index", "built_at": utc_now()})
+        return len(episodes)
+
+    def _history_highest(self, week: WeekId) -> int | None:
+        history = self._read_history(week)
+        return None if history is None else int(history["highest_sequence"])
+
+    def _read_history(self, week: WeekId) -> dict[str, Any] | None:
+        path = self.history_path(week)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            return None
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            raise StoreCorrupted(str(path), f"unknown schema_version {_version(data)!r}")
+        if data.get("week_id") != str(week) or not isinstance(data.get("highest_sequence"), int):
+            raise StoreCorrupted(str(path), "history does not describe this week")
+        if not isinstance(data.get("episodes"), list):
+            raise StoreCorrupted(str(path), "history has no episode list")
+        return data
+
+    def _write_marker(self, episode: Episode) -> Path:
+        """Create the key-index marker for ``episode``; returns its bucket (the caller fsyncs it)."""
+        digest = key_digest(episode.allocation_key)
+        bucket = self.key_bucket(digest)
+        if not bucket.is_dir():
+            bucket.mkdir(parents=True, exist_ok=True)
+            fsync_dir(bucket.parent)
+        fd = os.open(bucket / f"{digest}.{episode.episode_id}", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+        return bucket
+
+    def _indexed_holders(self, allocation_key: str) -> builtins.list[Episode]:
+        digest = key_digest(allocation_key)
+        bucket = self.key_bucket(digest)
+        try:
+            names = os.listdir(bucket)
+        except FileNotFoundError:
+            return []
+        holders = []
+        for name in names:
+            if not name.startswith(digest + "."):
+                continue
+            try:
+                episode_id = EpisodeId.parse(name[len(digest) + 1 :])
+            except ValueError as exc:
+                raise StoreCorrupted(str(bucket / name), "index entry names no valid episode id") from exc
+            episode = self._load(episode_id)
+            # A marker whose episode was never committed, or was committed for another key by a
+            # later allocation, is the leftover of an interrupted write: not a holder.
+            if episode is not None and episode.allocation_key == allocation_key:
+                holders.append(episode)
+        return holders
+
+    def _load(self, episode_id: EpisodeId) -> Episode | None:
+        path = self.state_path(episode_id)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        episode = Episode.from_record(data, str(path))
+        if episode.episode_id != str(episode_id):
+            raise StoreCorrupted(str(path), f"record says {episode.episode_id} but lives in {episode_id}")
+        return episode
+
+    def committed_ids(self, week: WeekId) -> builtins.list[EpisodeId]:
+        """Ids of the episode directories in ``week`` (temp leftovers and strangers skipped)."""
+        try:
+            names = os.listdir(self.week_dir(week))
+        except FileNotFoundError:
+            return []
+        ids = []
+        for name in names:
+            if name.startswith(TMP_PREFIX) or name == HISTORY_FILE:
+                continue
+            try:
+                episode_id = EpisodeId.parse(name)
+            except ValueError:
+                continue
+            if episode_id.week == week:
+                ids.append(episode_id)
+        return sorted(ids)
+
+    def weeks(self) -> builtins.list[WeekId]:
+        try:
+            names = os.listdir(self.root / "episodes")
+        except FileNotFoundError:
+            return []
+        weeks = []
+        for name in names:
+            try:
+                weeks.append(WeekId.parse(name))
+            except ValueError:
+                continue
+        return sorted(weeks)
+
+    def _scan(self, week: WeekId | None) -> Iterator[Episode]:
+        for each_week in [week] if week is not None else self.weeks():
+            for episode_id in self.committed_ids(each_week):
+                episode = self._load(episode_id)
+                if episode is not None:
+                    yield episode
+
+
+class _FileSession:
+    """The store's primitives while its lock is held."""
+
+    def __init__(self, store: FileEpisodeStore) -> None:
+        self._store = store
+        self._history: dict[WeekId, dict[str, Any] | None] = {}
+
+    def holders(self, allocation_key: str) -> list[Episode]:
+        return self._store._indexed_holders(allocation_key)
+
+    def load(self, episode_id: EpisodeId) -> Episode | None:
+        return self._store._load(episode_id)
+
+    def highest_sequence(self, week: WeekId) -> int | None:
+        history = self._history.setdefault(week, self._store._read_history(week))
+        if history is None:
+            ids = self._store.committed_ids(week)
+            return ids[-1].sequence if ids else None
+        # The history may lag behind a commit that a crash interrupted: probe past it.
+        highest = int(history["highest_sequence"])
+        while self._store.episode_dir(EpisodeId(week, highest + 1)).is_dir():
+            highest += 1
+        return highest
+
+    def insert(self, episode: Episode) -> None:
+        store = self._store
+        episode_id = episode.id
+        week_dir = store.week_dir(episode_id.week)
+        if not week_dir.is_dir():
+            week_dir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(week_dir.parent)
+            fsync_dir(store.root)
+        # 1. The key marker first: a committed episode is never missing from the index.
+        bucket = store._write_marker(episode)
+        # 2. The record, whole, in a temp directory.
+        staging = week_dir / tmp_name(str(episode_id))
+        staging.mkdir()
+        write_file_synced(staging / STATE_FILE, dump_json(episode.to_record()))
+        fsync_dir(staging)
+        fsync_dir(bucket)
+        # 3. Commit: the rename makes the episode exist; the directory fsync makes it last.
+        os.rename(staging, store.episode_dir(episode_id))
+        fsync_dir(week_dir)
+        # 4. The week's history (derived: a crash before this leaves it behind; caught up here).
+        entries, highest = self._caught_up_history(episode_id.week)
+        entries[episode.episode_id] = _history_entry(episode)
+        record = _history_record(episode_id.week, max(highest, episode_id.sequence), entries)
+        write_durable(store.history_path(episode_id.week), record)
+        self._history[episode_id.week] = record
+
+    def _caught_up_history(self, week: WeekId) -> tuple[dict[str, dict[str, Any]], int]:
+        """History entries plus any committed episode the history missed, and its highest sequence."""
+        store = self._store
+        history = self._history.get(week) if week in self._history else store._read_history(week)
+        entries = {e["episode_id"]: e for e in history["episodes"]} if history else {}
+        highest = int(history["highest_sequence"]) if history else -1
+        for episode_id in store.committed_ids(week):
+            if str(episode_id) not in entries and episode_id.sequence >= 0:
+                loaded = store._load(episode_id)
+                if loaded is not None:
+                    entries[loaded.episode_id] = _history_entry(loaded)
+                    highest = max(highest, loaded.sequence)
+        return entries, highest
+
+    def replace(self, before: Episode, after: Episode) -> None:
+        write_durable(self._store.state_path(after.id), after.to_record())
+
+
+def _history_entry(episode: Episode) -> dict[str, Any]:
+    return {
+        "episode_id": episode.episode_id,
+        "sequence": episode.sequence,
+        "allocation_key": episode.allocation_key,
+        "created_at": episode.created_at,
+    }
+
+
+def _history_record(week: WeekId, highest: int, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "week_id": str(week),
+        "highest_sequence": highest,
+        "episodes": sorted(entries.values(), key=lambda e: int(e["sequence"])),
+    }
+
+
+def _version(data: object) -> object:
+    return data.get("schema_version") if isinstance(data, dict) else None

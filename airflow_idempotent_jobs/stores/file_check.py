@@ -1,0 +1,158 @@
+"""Read-only verification of a file store's tree: never locks, never writes, never repairs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..check import Problem, check_episode_record, unique_keys
+from ..episode import SCHEMA_VERSION, Episode
+from ..errors import StoreCorrupted
+from ..identity import EpisodeId, WeekId
+from ._durable import TMP_PREFIX, read_json
+from .file import HISTORY_FILE, STATE_FILE, FileEpisodeStore, key_digest
+
+__all__ = ["check_file_store"]
+
+
+def check_file_store(store: FileEpisodeStore, only: Sequence[EpisodeId] = ()) -> list[Problem]:
+    problems: list[Problem] = []
+    if not store.root.is_dir():
+        return [Problem(str(store.root), "store root does not exist")]
+    problems += _check_versioned(store.root / "store.json", required=False)
+    episodes: list[Episode] = []
+    weeks = sorted({e.week for e in only}) if only else _week_dirs(store, problems)
+    for week in weeks:
+        wanted = {e for e in only if e.week == week} if only else None
+        episodes += _check_week(store, week, wanted, problems)
+    if only:
+        for episode_id in only:
+            if not any(e.episode_id == str(episode_id) for e in episodes):
+                problems.append(Problem(str(episode_id), "episode not found"))
+    else:
+        problems += unique_keys(episodes)
+    problems += _check_index(store, episodes)
+    return problems
+
+
+def _check_versioned(path: Path, *, required: bool) -> list[Problem]:
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        return [Problem(str(path), "missing")] if required else []
+    except StoreCorrupted as exc:
+        return [Problem(str(path), exc.reason)]
+    except OSError as exc:
+        return [Problem(str(path), f"unreadable: {exc.strerror}")]
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        return [Problem(str(path), f"unknown schema_version {version!r}")]
+    return []
+
+
+def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]:
+    base = store.root / "episodes"
+    try:
+        names = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return []
+    weeks = []
+    for name in names:
+        if name.startswith(TMP_PREFIX):
+            continue
+        try:
+            weeks.append(WeekId.parse(name))
+        except ValueError:
+            problems.append(Problem(str(base / name), "not a week directory (expected YYYY-Www)"))
+    return weeks
+
+
+def _check_week(
+    store: FileEpisodeStore, week: WeekId, wanted: set[EpisodeId] | None, problems: list[Problem]
+) -> list[Episode]:
+    week_dir = store.week_dir(week)
+    episodes: list[Episode] = []
+    try:
+        names = sorted(os.listdir(week_dir))
+    except FileNotFoundError:
+        return episodes
+    for name in names:
+        path = week_dir / name
+        if name.startswith(TMP_PREFIX) or name == HISTORY_FILE:
+            continue
+        try:
+            episode_id = EpisodeId.parse(name)
+        except ValueError:
+            problems.append(Problem(str(path), "not an episode directory of this week"))
+            continue
+        if episode_id.week != week:
+            problems.append(Problem(str(path), f"episode of {episode_id.week} filed under {week}"))
+            continue
+        if wanted is not None and episode_id not in wanted:
+            continue
+        episode = _load(path / STATE_FILE, episode_id, problems)
+        if episode is not None:
+            episodes.append(episode)
+            problems += check_episode_record(episode, str(path / STATE_FILE))
+    problems += _check_history(store, week, episodes, partial=wanted is not None)
+    return episodes
+
+
+def _load(path: Path, episode_id: EpisodeId, problems: list[Problem]) -> Episode | None:
+    try:
+        episode = Episode.from_record(read_json(path), str(path))
+    except FileNotFoundError:
+        problems.append(Problem(str(path), "missing"))
+        return None
+    except StoreCorrupted as exc:
+        problems.append(Problem(exc.where, exc.reason))
+        return None
+    except OSError as exc:
+        problems.append(Problem(str(path), f"unreadable: {exc.strerror}"))
+        return None
+    if episode.episode_id != str(episode_id):
+        problems.append(Problem(str(path), f"record says {episode.episode_id} but lives in {episode_id}"))
+        return None
+    return episode
+
+
+def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode], *, partial: bool) -> list[Problem]:
+    path = store.history_path(week)
+    problems = _check_versioned(path, required=False)
+    if problems or not path.exists():
+        return problems
+    data = read_json(path)
+    if data.get("week_id") != str(week) or not isinstance(data.get("episodes"), list):
+        return [Problem(str(path), "history does not describe this week")]
+    by_id = {e.episode_id: e for e in episodes}
+    highest = data.get("highest_sequence")
+    for entry in data["episodes"]:
+        entry_id = entry.get("episode_id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str):
+            problems.append(Problem(str(path), f"history entry without an episode id: {entry!r}"))
+            continue
+        episode = by_id.get(entry_id)
+        if episode is None:
+            if not partial and not (store.week_dir(week) / entry_id).exists():
+                problems.append(Problem(str(path), f"history lists {entry_id} but it does not exist"))
+        elif entry.get("allocation_key") != episode.allocation_key:
+            problems.append(Problem(str(path), f"history gives {entry_id} another allocation key"))
+    # A history that lags behind the last commit is a normal leftover of a crash; one ahead is not.
+    if not partial and episodes and isinstance(highest, int) and highest < max(e.sequence for e in episodes) - 1:
+        problems.append(Problem(str(path), f"highest_sequence {highest} is behind the episodes by more than one"))
+    return problems
+
+
+def _check_index(store: FileEpisodeStore, episodes: list[Episode]) -> list[Problem]:
+    meta = store.index_dir / "meta.json"
+    if not meta.exists():
+        # No index yet: the next write builds it from the episode files.
+        return []
+    problems = _check_versioned(meta, required=True)
+    for episode in episodes:
+        digest = key_digest(episode.allocation_key)
+        marker = store.key_bucket(digest) / f"{digest}.{episode.episode_id}"
+        if not marker.exists():
+            problems.append(Problem(str(marker), f"key index misses {episode.episode_id}"))
+    return problems
