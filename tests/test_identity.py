@@ -68,7 +68,16 @@ def test_episode_id_round_trip() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["2026-W32", "2026-W32-", "2026-W32-01", "2026-W32--1", "2026-W32-a", "2025-W53-0", "../2026-W32-0", "2026-W32-0/x"],
+    [
+        "2026-W32",
+        "2026-W32-",
+        "2026-W32-01",
+        "2026-W32--1",
+        "2026-W32-a",
+        "2025-W53-0",
+        "../2026-W32-0",
+        "2026-W32-0/x",
+    ],
 )
 def test_malformed_episode_ids_are_rejected(text: str) -> None:
     with pytest.raises(InvalidIdentifier, match="episode id"):
