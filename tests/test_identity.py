@@ -53,7 +53,17 @@ def test_unknown_time_zone_is_invalid_input() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["2026-W1", "2026-W00", "2026-W54", "26-W32", "2026W32", "2026-w32", " 2026-W32", "2026-W32\n", "２０２６-W32"],
+    [
+        "2026-W1",
+        "2026-W00",
+        "2026-W54",
+        "26-W32",
+        "2026W32",
+        "2026-w32",
+        " 2026-W32",
+        "2026-W32\n",
+        "\uff12\uff10\uff12\uff16-W32",
+    ],
 )
 def test_malformed_week_ids_are_rejected(text: str) -> None:
     with pytest.raises(InvalidIdentifier):
