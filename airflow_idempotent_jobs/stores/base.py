@@ -37,6 +37,9 @@ class StoreSession(Protocol):
     def replace(self, before: Episode, after: Episode) -> None:
         """Persist ``after`` over ``before``; the caller checked ``before`` is current under this lock."""
 
+    def week_episodes(self, week: WeekId) -> list[Episode]:
+        """Every committed episode of ``week`` (for rules that span a week, such as a budget)."""
+
 
 class EpisodeStore(abc.ABC):
     """Allocation, lookup and updates of episodes; every write runs under the store's lock."""
@@ -107,12 +110,22 @@ class EpisodeStore(abc.ABC):
         ``change`` sees the committed record and may raise to refuse (the ledger's transitions do);
         then nothing is written. It must not change the episode's identity.
         """
+        return self.update_in_week(episode_id, lambda episode, _week: change(episode))
+
+    def update_in_week(
+        self, episode_id: EpisodeLike, change: Callable[[Episode, builtins.list[Episode]], Episode]
+    ) -> Episode:
+        """Like `update`, but ``change`` also sees the week's other episodes, read under the same lock.
+
+        For rules that span a week (a weekly budget): nobody can commit in between.
+        """
         eid = EpisodeId.parse(episode_id)
         with self._session() as session:
             before = session.load(eid)
             if before is None:
                 raise EpisodeNotFound(str(eid), self.location)
-            after = change(before)
+            others = [e for e in session.week_episodes(eid.week) if e.episode_id != before.episode_id]
+            after = change(before, others)
             if (after.episode_id, after.allocation_key) != (before.episode_id, before.allocation_key):
                 raise ValueError("update must not change an episode's id or allocation key")
             if after != before:

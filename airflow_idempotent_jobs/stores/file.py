@@ -364,6 +364,9 @@ class _FileSession:
     def replace(self, before: Episode, after: Episode) -> None:
         write_durable(self._store.state_path(after.id), after.to_record())
 
+    def week_episodes(self, week: WeekId) -> list[Episode]:
+        return list(self._store._scan(week))
+
 
 def _history_entry(episode: Episode) -> dict[str, Any]:
     return {
