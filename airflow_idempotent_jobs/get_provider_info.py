@@ -1,0 +1,62 @@
+"""What Airflow's providers manager learns about this package (``apache_airflow_provider`` entry point)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["get_provider_info"]
+
+_INTEGRATION = "Idempotent Jobs"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider description; valid against Airflow's ``provider_info.schema.json``.
+
+    ``package-name`` must equal the distribution name: the providers manager checks it.
+    """
+    from . import __version__
+
+    return {
+        "package-name": "airflow-idempotent-jobs",
+        "name": _INTEGRATION,
+        "description": (
+            "Exactly one job per scheduled invocation and at most one paid submission per job: "
+            "weekly episode allocation that survives Airflow retries, clears and backfills."
+        ),
+        "versions": [__version__],
+        "integrations": [{"integration-name": _INTEGRATION, "tags": ["software"]}],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_idempotent_jobs.operators.allocate",
+                    "airflow_idempotent_jobs.operators.paid_generation",
+                ],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_idempotent_jobs.hooks.store",
+                    "airflow_idempotent_jobs.hooks.http_provider",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_idempotent_jobs.triggers.paid_job"],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "idempotent_jobs_store",
+                "hook-class-name": "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook",
+            },
+            {
+                "connection-type": "idempotent_jobs_http",
+                "hook-class-name": "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook",
+            },
+        ],
+    }
