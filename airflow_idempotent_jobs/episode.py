@@ -89,6 +89,12 @@ class Submission:
     error: str | None = None
     #: How many submit calls were made (a resubmission with the same token counts).
     attempts: int = 0
+    #: What the caller expected to pay, counted against the weekly budget until a cost is known.
+    estimated_cost: float | None = None
+    #: Which process wrote the ``submitting`` intent (``host:pid:nonce``) and when: a retry on the
+    #: same host can tell a crashed submitter from one still waiting for the provider's answer.
+    claimed_by: str | None = None
+    claimed_at: str | None = None
     #: Who settled an uncertain submission, when, and how (reconcile).
     settled_by: str | None = None
     settled_at: str | None = None
@@ -117,8 +123,9 @@ class Submission:
         values = {k: v for k, v in data.items() if k in known}
         values["state"] = SubmissionState(values.get("state", "none"))
         values["history"] = tuple(dict(item) for item in values.get("history", ()))
-        if values.get("cost") is not None:
-            values["cost"] = float(values["cost"])
+        for name in ("cost", "estimated_cost"):
+            if values.get(name) is not None:
+                values[name] = float(values[name])
         values["attempts"] = int(values.get("attempts", 0))
         return cls(**values)
 

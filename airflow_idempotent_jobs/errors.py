@@ -87,6 +87,17 @@ class SubmissionStateUnknown(IdempotentJobsError):
 class BudgetExceeded(IdempotentJobsError):
     """The week's spending would pass its budget; nothing was sent."""
 
+    def __init__(self, episode_id: str, week_id: str, budget: float, spent: float, requested: float) -> None:
+        self.episode_id = episode_id
+        self.week_id = week_id
+        self.budget = budget
+        self.spent = spent
+        self.requested = requested
+        super().__init__(
+            f"episode {episode_id}: weekly budget {budget:g} for {week_id} would be exceeded "
+            f"(already committed {spent:g}, this submission {requested:g}); nothing was sent"
+        )
+
 
 def _short(value: object, limit: int = 80) -> str:
     text = repr(value)

@@ -1,0 +1,409 @@
+"""The submission ledger: at most one paid job per episode, whatever crashes in between.
+
+Timeline of one submission, and what a retry finds after a crash at each point::
+
+    1. lock; state none; budget check; write `submitting` (token, claim) durably; unlock
+                                  crash before: retry finds `none` and submits normally
+    2. provider.submit(request, token)
+                                  crash before/during/after: retry finds `submitting`
+    3. lock; write `accepted(remote_ref)`; unlock
+                                  crash after: retry finds `accepted` and only polls
+
+A retry that finds `submitting` (its writer dead) or `unknown` acts by the provider's capability:
+(a) idempotent tokens: submit again with the same token, the provider returns the same job;
+(b) lookup: ``find(token)`` and adopt the job, or submit once if there is none;
+(c) neither: raise `SubmissionStateUnknown` and never submit until ``idempotent-jobs reconcile``.
+Every decision and write runs inside ``store.update``/``update_in_week`` (the store's lock: a
+compare-and-set); provider calls run outside the lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..episode import Episode, Submission, SubmissionState
+from ..errors import (
+    BudgetExceeded,
+    IdempotentJobsError,
+    IllegalTransition,
+    StoreCorrupted,
+    SubmissionStateUnknown,
+)
+from ..identity import EpisodeId
+from ..stores.base import EpisodeLike, EpisodeStore
+from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable, RemoteState
+from .provider import RemoteStatus as RemoteStatus
+
+__all__ = ["NotReconcilable", "SubmissionInProgress", "SubmissionLedger", "idempotency_token"]
+
+_S = SubmissionState
+#: Default time after which a ``submitting`` claim written on another host counts as abandoned.
+DEFAULT_CLAIM_LEASE = 900.0
+
+
+class SubmissionInProgress(IdempotentJobsError):
+    """Another live process wrote the ``submitting`` intent and is waiting for the provider; retry later."""
+
+    def __init__(self, episode_id: str, claimed_by: str | None) -> None:
+        self.episode_id = episode_id
+        self.claimed_by = claimed_by
+        super().__init__(f"episode {episode_id}: a submission is in progress in {claimed_by}; retry later")
+
+
+class NotReconcilable(IllegalTransition):
+    """Reconcile applies only to a submission in ``submitting`` (writer gone) or ``unknown``."""
+
+    def __init__(self, episode_id: str, current: str, reason: str) -> None:
+        super().__init__(episode_id, current, "reconciled")
+        self.reason = reason
+        self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
+
+
+def idempotency_token(namespace: str, episode_id: str) -> str:
+    """The token sent with every submit of ``episode_id``: stable across retries, hosts and processes.
+
+    Readable prefix for operators, plus a digest of namespace and id so that two stores never share one.
+    """
+    eid = str(EpisodeId.parse(episode_id))
+    digest = hashlib.sha256(f"{namespace}\x00{eid}".encode()).hexdigest()[:32]
+    return f"aij-{eid}-{digest}"
+
+
+def _utc_clock() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+# -- claims: who wrote `submitting` -------------------------------------------------------------
+_HOST = socket.gethostname()
+_process_nonce: tuple[int, str] = (0, "")
+_active: set[str] = set()
+_active_lock = threading.Lock()
+
+
+def _my_claim() -> str:
+    global _process_nonce
+    if _process_nonce[0] != os.getpid():  # a forked child is another process
+        _process_nonce = (os.getpid(), secrets.token_hex(4))
+    return f"{_HOST}:{_process_nonce[0]}:{_process_nonce[1]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SubmissionLedger:
+    """Runs the submission state machine of episodes in ``store``.
+
+    ``weekly_budget``: refuse a new submission when the week's committed spend (recorded costs,
+    else estimates) plus its estimate would pass it. ``clock``: aware UTC ``datetime`` source.
+    ``claim_lease``: seconds after which a ``submitting`` intent from another host is abandoned
+    (on the same host the writer's pid is checked instead).
+    """
+
+    def __init__(
+        self,
+        store: EpisodeStore,
+        *,
+        weekly_budget: float | None = None,
+        clock: Callable[[], dt.datetime] = _utc_clock,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
+    ) -> None:
+        self.store = store
+        self.weekly_budget = weekly_budget
+        self.clock = clock
+        self.claim_lease = claim_lease
+
+    def token_for(self, episode_id: EpisodeLike) -> str:
+        return idempotency_token(self.store.namespace, str(episode_id))
+
+    # -- submit ----------------------------------------------------------------------------------
+    def submit(
+        self,
+        episode_id: EpisodeLike,
+        provider: PaidProvider,
+        request: Mapping[str, Any],
+        *,
+        estimated_cost: float | None = None,
+    ) -> Episode:
+        """Make sure the provider has exactly one job for the episode; returns the episode.
+
+        Returns without calling the provider when the submission is already ``accepted`` or
+        terminal (``succeeded``/``failed``: check ``episode.submission.state``); a 4xx rejection
+        returns the episode ``failed``. Raises `BudgetExceeded` (nothing sent),
+        `SubmissionStateUnknown` (capability (c): run reconcile), `SubmissionInProgress`,
+        `ProviderUnavailable` (nothing sent; retry) or `ProviderOutcomeUnknown` (recorded as
+        ``unknown``; with capability (a) or (b) a retry settles it).
+        """
+        eid = str(EpisodeId.parse(episode_id))
+        for _ in range(3):  # a lookup that lost a race starts over; bounded
+            episode = self._attempt(eid, provider, request, estimated_cost)
+            if episode is not None:
+                return episode
+        raise SubmissionInProgress(eid, "another process (the record kept changing)")
+
+    def _attempt(
+        self, eid: str, provider: PaidProvider, request: Mapping[str, Any], estimated_cost: float | None
+    ) -> Episode | None:
+        plan: list[str] = []
+        episode = self.store.update_in_week(
+            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, plan)
+        )
+        if not plan:
+            return episode
+        if plan[0] == "call":
+            return self._call(eid, provider, request, episode)
+        # plan "find": look the token up outside the lock, then compare-and-set.
+        seen = episode.submission
+        assert seen.token is not None
+        ref = provider.find(seen.token)
+        found: list[bool] = []
+        episode = self.store.update(eid, lambda ep: self._after_find(ep, seen, ref, found))
+        if not found:
+            return None
+        return episode if ref is not None else self._call(eid, provider, request, episode)
+
+    def _decide(
+        self,
+        ep: Episode,
+        week: list[Episode],
+        provider: PaidProvider,
+        estimated_cost: float | None,
+        plan: list[str],
+    ) -> Episode:
+        sub = self._checked(ep)
+        if sub.state.terminal or sub.state is _S.ACCEPTED:
+            return ep
+        if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
+            raise SubmissionInProgress(ep.episode_id, sub.claimed_by)
+        if sub.state is _S.NONE:
+            self._check_budget(ep, week, estimated_cost)
+            plan.append("call")
+            return self._claimed(ep, "intent written before calling the provider", estimated_cost=estimated_cost)
+        caps = provider.capabilities
+        if caps.idempotent_tokens:
+            plan.append("call")
+            return self._claimed(ep, f"found {sub.state.value}: resubmitting with the same token")
+        if caps.lookup:
+            plan.append("find")
+            return ep
+        raise SubmissionStateUnknown(
+            ep.episode_id, f"found {sub.state.value}; the provider neither honours idempotency tokens nor offers lookup"
+        )
+
+    def _after_find(self, ep: Episode, seen: Submission, ref: str | None, found: list[bool]) -> Episode:
+        if ep.submission != seen:
+            return ep  # changed while we looked: start over
+        found.append(True)
+        if ref is not None:
+            return self._moved(ep, _S.ACCEPTED, "found by token lookup", remote_ref=ref, remote_state="pending")
+        return self._claimed(ep, "token lookup found no job: submitting once with the same token")
+
+    def _claimed(self, ep: Episode, note: str, **changes: Any) -> Episode:
+        sub = ep.submission
+        return self._moved(
+            ep,
+            _S.SUBMITTING,
+            note,
+            token=sub.token or self.token_for(ep.episode_id),
+            attempts=sub.attempts + 1,
+            claimed_by=_my_claim(),
+            claimed_at=self.clock().isoformat(),
+            error=None,
+            **changes,
+        )
+
+    def _call(self, eid: str, provider: PaidProvider, request: Mapping[str, Any], claimed: Episode) -> Episode:
+        sub = claimed.submission
+        assert sub.token is not None and sub.claimed_by is not None
+        # If this call certainly sent nothing, go back: to `none` on a first attempt, else to
+        # `unknown`, since an earlier attempt's outcome is still not known.
+        back = _S.NONE if sub.history[-1]["from"] == _S.NONE.value else _S.UNKNOWN
+        with _active_lock:
+            _active.add(eid)
+        try:
+            try:
+                ref = provider.submit(request, sub.token)
+            except ProviderRejected as exc:
+                return self._settle(eid, sub.claimed_by, _S.FAILED, "rejected by the provider", error=str(exc))
+            except ProviderUnavailable as exc:
+                self._settle(eid, sub.claimed_by, back, f"not sent: {exc}", error=str(exc))
+                raise
+            except BaseException as exc:
+                self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
+                caps = provider.capabilities
+                if isinstance(exc, Exception) and not (caps.idempotent_tokens or caps.lookup):
+                    raise SubmissionStateUnknown(eid, _text(exc)) from exc
+                if isinstance(exc, Exception) and not isinstance(exc, ProviderOutcomeUnknown):
+                    raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {_text(exc)}") from exc
+                raise
+            return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
+        finally:
+            with _active_lock:
+                _active.discard(eid)
+
+    def _settle(self, eid: str, claim: str, state: SubmissionState, note: str, **changes: Any) -> Episode:
+        """Record the outcome of our own submit call, if the record still carries our claim."""
+
+        def change(ep: Episode) -> Episode:
+            sub = ep.submission
+            if sub.state is not _S.SUBMITTING or sub.claimed_by != claim:
+                raise SubmissionStateUnknown(
+                    eid, f"the record changed to {sub.state.value} during the submit call; outcome: {note} {changes}"
+                )
+            return self._moved(ep, state, note, **changes)
+
+        return self.store.update(eid, change)
+
+    # -- status ----------------------------------------------------------------------------------
+    def record_status(self, episode_id: EpisodeLike, status: RemoteStatus) -> Episode:
+        """Persist a status answer: cost, remote state, result; ``succeeded``/``failed`` are terminal.
+
+        A terminal submission is returned unchanged (a late answer never reopens it).
+        """
+        eid = str(EpisodeId.parse(episode_id))
+
+        def change(ep: Episode) -> Episode:
+            sub = self._checked(ep)
+            if sub.state.terminal:
+                return ep
+            if sub.state is not _S.ACCEPTED:
+                raise IllegalTransition(eid, sub.state.value, status.state.value)
+            cost = status.cost if status.cost is not None else sub.cost
+            if status.state is RemoteState.SUCCEEDED:
+                return self._moved(ep, _S.SUCCEEDED, "remote job succeeded", cost=cost, result=status.result)
+            if status.state is RemoteState.FAILED:
+                error = status.error or "the remote job failed"
+                return self._moved(ep, _S.FAILED, "remote job failed", cost=cost, error=error)
+            if (sub.remote_state, sub.cost) == (status.state.value, cost):
+                return ep
+            updated = dataclasses.replace(sub, remote_state=status.state.value, cost=cost)
+            return dataclasses.replace(ep, submission=updated)
+
+        return self.store.update(eid, change)
+
+    # -- reconcile -------------------------------------------------------------------------------
+    def reconcile(
+        self,
+        episode_id: EpisodeLike,
+        *,
+        provider: PaidProvider | None = None,
+        remote_ref: str | None = None,
+        not_submitted: bool = False,
+        settled_by: str,
+    ) -> Episode:
+        """Settle a ``submitting``/``unknown`` submission; exactly one way must be given.
+
+        ``provider``: look the token up (found: ``accepted``; none: back to ``none``).
+        ``remote_ref``: the operator says this remote job is ours (``accepted``).
+        ``not_submitted``: the operator says nothing reached the provider (``none``: the next
+        submit sends once). Records who settled it, when and how. Raises `NotReconcilable`
+        (exit 3 in the CLI) for any other state or a submitter still alive.
+        """
+        eid = str(EpisodeId.parse(episode_id))
+        if sum((provider is not None, remote_ref is not None, not_submitted)) != 1:
+            raise ValueError("reconcile needs exactly one of provider, remote_ref, not_submitted")
+        if remote_ref is not None and not remote_ref.strip():
+            raise ValueError("remote_ref must not be empty")
+        seen = self.check_reconcilable(eid)
+        how = "operator: remote ref given" if remote_ref is not None else "operator: not submitted"
+        if provider is not None:
+            if not provider.capabilities.lookup:
+                raise ValueError("this provider cannot look tokens up; give remote_ref or not_submitted")
+            assert seen.submission.token is not None
+            remote_ref = provider.find(seen.submission.token)
+            how = "token lookup: " + ("job found" if remote_ref is not None else "no job for the token")
+
+        def change(ep: Episode) -> Episode:
+            if ep.submission != seen.submission:
+                raise NotReconcilable(eid, ep.submission.state.value, "the record changed meanwhile; run again")
+            settled = {"settled_by": settled_by, "settled_at": self.clock().isoformat(), "settled_how": how}
+            if remote_ref is not None:
+                return self._moved(ep, _S.ACCEPTED, how, remote_ref=remote_ref, remote_state="pending", **settled)
+            return self._moved(ep, _S.NONE, how, **settled)
+
+        return self.store.update(eid, change)
+
+    def check_reconcilable(self, episode_id: EpisodeLike) -> Episode:
+        """The episode, if its submission may be reconciled now; else `NotReconcilable`."""
+        ep = self.store.get(episode_id)
+        sub = self._checked(ep)
+        if sub.state not in (_S.SUBMITTING, _S.UNKNOWN):
+            raise NotReconcilable(ep.episode_id, sub.state.value, "only submitting or unknown can be settled")
+        if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
+            raise NotReconcilable(ep.episode_id, sub.state.value, f"its submitter {sub.claimed_by} is still running")
+        return ep
+
+    # -- rules -----------------------------------------------------------------------------------
+    def _moved(self, ep: Episode, state: SubmissionState, note: str, **changes: Any) -> Episode:
+        return dataclasses.replace(
+            ep, submission=ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)
+        )
+
+    def _checked(self, ep: Episode) -> Submission:
+        """The submission, if it is coherent; a record that contradicts itself fails closed."""
+        sub = ep.submission
+        problem = ""
+        if sub.state is not _S.NONE and not (isinstance(sub.token, str) and sub.token):
+            problem = f"state {sub.state.value} without an idempotency token"
+        elif sub.state in (_S.ACCEPTED, _S.SUCCEEDED) and not (isinstance(sub.remote_ref, str) and sub.remote_ref):
+            problem = f"state {sub.state.value} without a remote reference"
+        elif sub.state is _S.SUBMITTING and not sub.claimed_by:
+            problem = "state submitting without a claim"
+        if problem:
+            raise StoreCorrupted(f"{self.store.location} (episode {ep.episode_id})", f"submission record: {problem}")
+        return sub
+
+    def _claim_alive(self, eid: str, sub: Submission) -> bool:
+        claim = sub.claimed_by or ""
+        if claim == _my_claim():
+            with _active_lock:
+                return eid in _active
+        try:
+            age = (self.clock() - dt.datetime.fromisoformat(sub.claimed_at or "")).total_seconds()
+            host, pid, _nonce = claim.rsplit(":", 2)
+            if age >= self.claim_lease:
+                return False
+            return host != _HOST or _pid_alive(int(pid))
+        except (TypeError, ValueError) as exc:
+            raise StoreCorrupted(
+                f"{self.store.location} (episode {eid})", f"unreadable submission claim: {exc}"
+            ) from exc
+
+    def _check_budget(self, ep: Episode, week: list[Episode], estimated_cost: float | None) -> None:
+        if self.weekly_budget is None:
+            return
+        spent = sum(_committed_cost(other.submission) for other in week)
+        requested = estimated_cost or 0.0
+        # Without an estimate, a week with nothing left is refused; with one, the sum must fit.
+        over = spent + requested > self.weekly_budget or (requested == 0.0 and spent >= self.weekly_budget)
+        if over:
+            raise BudgetExceeded(ep.episode_id, ep.week_id, self.weekly_budget, spent, requested)
+
+
+def _committed_cost(sub: Submission) -> float:
+    """What a submission counts against the budget: its known cost, else its estimate."""
+    if sub.state is _S.NONE:
+        return 0.0
+    if sub.cost is not None:
+        return sub.cost
+    if sub.state is _S.FAILED:
+        return 0.0
+    return sub.estimated_cost or 0.0
+
+
+def _text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,79 @@
+"""Blocking polling: drive an accepted submission to ``succeeded`` or ``failed``.
+
+The Airflow layer has a deferrable version (a trigger on `HttpPaidProvider.astatus`); this one is
+for plain scripts, the CLI and non-deferred tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..episode import Episode, SubmissionState
+from ..errors import IdempotentJobsError, IllegalTransition
+from ..identity import EpisodeId
+from ..stores.base import EpisodeLike
+from .ledger import SubmissionLedger
+from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
+
+__all__ = ["PollTimeout", "wait_for_terminal"]
+
+
+class PollTimeout(IdempotentJobsError, TimeoutError):
+    """The remote job did not reach a terminal state in time; the ledger still says ``accepted``."""
+
+    def __init__(self, episode_id: str, timeout: float, last_state: str | None, last_error: str | None) -> None:
+        self.episode_id = episode_id
+        self.timeout = timeout
+        self.last_state = last_state
+        self.last_error = last_error
+        extra = f"; last poll error: {last_error}" if last_error else ""
+        super().__init__(
+            f"episode {episode_id}: remote job not finished after {timeout:g}s "
+            f"(last remote state {last_state or 'unknown'}){extra}; polling again later is safe"
+        )
+
+
+def wait_for_terminal(
+    ledger: SubmissionLedger,
+    episode_id: EpisodeLike,
+    provider: PaidProvider,
+    *,
+    timeout: float,
+    initial_delay: float = 1.0,
+    max_delay: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Episode:
+    """Poll ``provider.status`` and record each answer until the submission is terminal.
+
+    The delay doubles from ``initial_delay`` up to ``max_delay``; a poll that fails in transit
+    (unavailable, outcome unknown: a status call is read-only) is retried the same way. Returns
+    the terminal episode; raises `PollTimeout` after ``timeout`` seconds, and `IllegalTransition`
+    if the submission is not ``accepted`` (nothing to poll).
+    """
+    eid = str(EpisodeId.parse(episode_id))
+    deadline = monotonic() + timeout
+    delay = max(initial_delay, 0.0)
+    last_error: str | None = None
+    while True:
+        episode = ledger.store.get(eid)
+        sub = episode.submission
+        if sub.state.terminal:
+            return episode
+        if sub.state is not SubmissionState.ACCEPTED or sub.remote_ref is None:
+            raise IllegalTransition(eid, sub.state.value, "polled (only an accepted submission can be polled)")
+        try:
+            status = provider.status(sub.remote_ref)
+        except (ProviderUnavailable, ProviderOutcomeUnknown) as exc:
+            last_error = str(exc)
+        else:
+            last_error = None
+            episode = ledger.record_status(eid, status)
+            if episode.submission.state.terminal:
+                return episode
+        remaining = deadline - monotonic()
+        if remaining <= 0:
+            raise PollTimeout(eid, timeout, episode.submission.remote_state, last_error)
+        sleep(min(delay, remaining))
+        delay = min(delay * 2 if delay > 0 else 0.01, max_delay)

@@ -1,0 +1,118 @@
+"""The provider port: what a paid job API must offer, and how its failures are told apart.
+
+The ledger's safety rests on one distinction that every provider must make honestly:
+
+* `ProviderRejected`: the provider answered and refused (HTTP 4xx). Nothing was created: the
+  submission is ``failed``, and terminal.
+* `ProviderOutcomeUnknown`: the request may have reached the provider, but the answer was lost
+  (read timeout, dropped connection, 5xx, an unreadable success answer). The submission is
+  ``unknown``, never ``failed``: a job may exist and be billed.
+* `ProviderUnavailable`: the request certainly never left (connection refused, connect timeout,
+  HTTP 429). The ledger may forget the attempt.
+
+When in doubt a provider must raise `ProviderOutcomeUnknown`; any other exception out of
+``submit`` is treated the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import IdempotentJobsError
+
+__all__ = [
+    "PaidProvider",
+    "ProviderCapabilities",
+    "ProviderError",
+    "ProviderOutcomeUnknown",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "RemoteState",
+    "RemoteStatus",
+]
+
+
+class RemoteState(str, enum.Enum):
+    """A remote job's state as the provider reports it, mapped to four values."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RemoteState.SUCCEEDED, RemoteState.FAILED)
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """One answer to ``status(remote_ref)``."""
+
+    #: Where the remote job stands.
+    state: RemoteState
+    #: What the job cost so far (or in total, once terminal), in the provider's unit; None if not said.
+    cost: float | None = None
+    #: The job's result payload (JSON-like), normally set once ``succeeded``.
+    result: Any = None
+    #: The provider's error text for a ``failed`` job.
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ProviderCapabilities:
+    """What a retry may do when it finds a submission in ``submitting`` or ``unknown``."""
+
+    #: The provider returns the existing job for a token it has seen: resubmitting is safe.
+    idempotent_tokens: bool = False
+    #: The provider can look a token up (``find``): a retry reconciles to the existing job.
+    lookup: bool = False
+
+
+@runtime_checkable
+class PaidProvider(Protocol):
+    """A paid job API. Implementations: `HttpPaidProvider`; anything with these members works.
+
+    ``find`` is only called when ``capabilities.lookup`` is true.
+    """
+
+    capabilities: ProviderCapabilities
+
+    def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
+        """Create the remote job; returns its remote reference.
+
+        Raises `ProviderRejected` (refused, nothing created), `ProviderUnavailable` (certainly
+        not sent) or `ProviderOutcomeUnknown` (may have been created).
+        """
+        ...
+
+    def status(self, remote_ref: str) -> RemoteStatus:
+        """The remote job's current state, cost and result; safe to call any number of times."""
+        ...
+
+    def find(self, idempotency_token: str) -> str | None:
+        """The remote reference of the job created with this token, or None if there is none."""
+        ...
+
+
+class ProviderError(IdempotentJobsError):
+    """A provider call failed; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ProviderRejected(ProviderError):
+    """The provider answered with a clear refusal (4xx): nothing was created."""
+
+
+class ProviderOutcomeUnknown(ProviderError):
+    """The request may have been received, but its answer was lost (timeout, dropped connection, 5xx)."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The request certainly did not reach the provider (connection refused, connect timeout, 429)."""

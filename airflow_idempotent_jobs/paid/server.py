@@ -1,0 +1,436 @@
+"""A local paid-job API for tests and the demo: real HTTP on 127.0.0.1, with faults on demand.
+
+Importable (`ProviderServer`, a context manager running in a thread) and runnable::
+
+    python -m airflow_idempotent_jobs.paid.server --port 0 --token SECRET [--state-file F]
+
+prints its URL on the first stdout line, then serves until SIGTERM/SIGINT.
+
+API (every call needs ``Authorization: Bearer <token>``)::
+
+    POST /jobs               body: JSON object; header Idempotency-Key; -> 201 {"job": {"id", "status"}}
+                             (200 with the existing job when tokens are honoured and the token is known)
+    GET  /jobs/{id}          {"job": {"id", "status"}, "billing": {"amount"}, "output", "error": {"message"}}
+    GET  /jobs?token=T       {"job": {"id"}} | 404 | 501 when lookup is switched off
+    GET  /_admin/stats       counters: submissions and accepted jobs, in total and per token
+    POST /_admin/config      switch behaviour at run time (fields of `ServerConfig`)
+
+Jobs go ``queued -> rendering -> completed`` (or ``error`` if the request has ``"fail": true``)
+after ``polls_to_finish`` status calls or ``seconds_to_finish`` seconds; the cost is
+``price * units`` (``units`` from the request, default 1). A request with an empty ``prompt``
+is rejected with 422. ``fault`` applies to the next ``fault_times`` submissions (-1: all):
+``drop_after_accept`` (create, then close without answering), ``slow`` (create, answer after
+``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from .http import HttpProviderConfig
+
+__all__ = ["FAULTS", "ProviderServer", "ServerConfig", "main"]
+
+FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx"})
+TOKEN_HEADER: Final = "Idempotency-Key"
+
+
+@dataclass
+class ServerConfig:
+    """Behaviour switches; all can change at run time through ``POST /_admin/config``."""
+
+    #: Return the existing job for a known idempotency token (capability (a)).
+    honour_tokens: bool = True
+    #: Offer ``GET /jobs?token=`` (capability (b)).
+    lookup: bool = True
+    polls_to_finish: int = 2
+    seconds_to_finish: float | None = None
+    price: float = 1.25
+    fault: str | None = None
+    fault_times: int = 1
+    slow_seconds: float = 5.0
+
+    def update(self, changes: dict[str, Any]) -> None:
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown config keys {sorted(unknown)}")
+        if changes.get("fault") is not None and changes["fault"] not in FAULTS:
+            raise ValueError(f"unknown fault {changes['fault']!r} (one of {sorted(FAULTS)})")
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+
+class _State:
+    """Jobs, counters and config, under one lock; optionally mirrored to a JSON file."""
+
+    def __init__(self, config: ServerConfig, state_file: Path | None) -> None:
+        self.lock = threading.Lock()
+        self.config = config
+        self.state_file = state_file
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.counters: dict[str, Any] = {
+            "submissions": 0,
+            "accepted": 0,
+            "status_calls": 0,
+            "lookup_calls": 0,
+            "unauthorized": 0,
+            "submissions_per_token": {},
+            "accepted_per_token": {},
+        }
+        if state_file is not None and state_file.exists():
+            saved = json.loads(state_file.read_text())
+            self.jobs, self.counters = saved["jobs"], saved["counters"]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **copy.deepcopy(self.counters),
+            "jobs": copy.deepcopy(self.jobs),
+            "config": dataclasses.asdict(self.config),
+        }
+
+    def save(self) -> None:
+        if self.state_file is None:
+            return
+        tmp = self.state_file.with_name(self.state_file.name + ".tmp")
+        tmp.write_text(json.dumps({"jobs": self.jobs, "counters": self.counters}, sort_keys=True))
+        os.replace(tmp, self.state_file)
+
+    def take_fault(self) -> str | None:
+        cfg = self.config
+        if cfg.fault is None or cfg.fault_times == 0:
+            return None
+        if cfg.fault_times > 0:
+            cfg.fault_times -= 1
+        return cfg.fault
+
+    def advance(self, job: dict[str, Any]) -> None:
+        """One status call's worth of progress."""
+        job["polls"] += 1
+        if job["status"] in ("completed", "error"):
+            return
+        cfg = self.config
+        elapsed = time.monotonic() - job["_started"] if "_started" in job else 0.0
+        done = job["polls"] >= cfg.polls_to_finish or (
+            cfg.seconds_to_finish is not None and elapsed >= cfg.seconds_to_finish
+        )
+        if not done:
+            job["status"] = "rendering"
+            return
+        units = job["request"].get("units", 1)
+        job["cost"] = round(cfg.price * float(units), 6)
+        if job["request"].get("fail"):
+            job["status"], job["error"] = "error", "generation failed on the provider side"
+        else:
+            job["status"], job["output"] = "completed", {"url": f"https://media.invalid/{job['id']}.mp4"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests read counters, not logs
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _reply(self, code: int, body: Any) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("Authorization") == f"Bearer {self.server.auth_token}":
+            return True
+        with self.server.state.lock:
+            self.server.state.counters["unauthorized"] += 1
+        self._reply(401, {"error": {"message": "missing or wrong credentials"}})
+        return False
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"null")
+
+    # -- routes --------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if not self._authorized():
+            return
+        parts = urlsplit(self.path)
+        state = self.server.state
+        if parts.path == "/_admin/stats":
+            with state.lock:
+                stats = state.stats()
+            self._reply(200, stats)
+        elif parts.path == "/jobs":
+            self._lookup(parse_qs(parts.query).get("token", [""])[0])
+        elif parts.path.startswith("/jobs/"):
+            job_id = parts.path[len("/jobs/") :]
+            with state.lock:
+                state.counters["status_calls"] += 1
+                job = state.jobs.get(job_id)
+                if job is not None:
+                    state.advance(job)
+                    state.save()
+                    answer = _status_answer(job)
+            if job is None:
+                self._reply(404, {"error": {"message": f"no job {job_id}"}})
+            else:
+                self._reply(200, answer)
+        else:
+            self._reply(404, {"error": {"message": f"no route {parts.path}"}})
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            return
+        path = urlsplit(self.path).path
+        try:
+            body = self._body()
+        except ValueError:
+            self._reply(400, {"error": {"message": "body is not JSON"}})
+            return
+        if path == "/_admin/config":
+            self._configure(body)
+        elif path == "/jobs":
+            self._submit(body)
+        else:
+            self._reply(404, {"error": {"message": f"no route {path}"}})
+
+    def _configure(self, body: Any) -> None:
+        state = self.server.state
+        with state.lock:
+            try:
+                state.config.update(body if isinstance(body, dict) else {})
+                answer: tuple[int, Any] = (200, dataclasses.asdict(state.config))
+            except ValueError as exc:
+                answer = (400, {"error": {"message": str(exc)}})
+        self._reply(*answer)
+
+    def _lookup(self, token: str) -> None:
+        state = self.server.state
+        with state.lock:
+            state.counters["lookup_calls"] += 1
+            if not state.config.lookup:
+                self._reply(501, {"error": {"message": "lookup by token is not offered"}})
+                return
+            found = [j["id"] for j in state.jobs.values() if token and j["token"] == token]
+        if found:
+            self._reply(200, {"job": {"id": found[0]}})
+        else:
+            self._reply(404, {"error": {"message": "no job for this token"}})
+
+    def _submit(self, body: Any) -> None:
+        state = self.server.state
+        token = self.headers.get(TOKEN_HEADER)
+        if not isinstance(body, dict):
+            self._reply(400, {"error": {"message": "the request must be a JSON object"}})
+            return
+        with state.lock:
+            counters = state.counters
+            counters["submissions"] += 1
+            per_token = counters["submissions_per_token"]
+            per_token[str(token)] = per_token.get(str(token), 0) + 1
+            fault = state.take_fault()
+            if fault in ("4xx", "5xx") or body.get("prompt") == "":
+                state.save()
+                if fault == "5xx":
+                    self._reply(503, {"error": {"message": "service unavailable"}})
+                else:
+                    self._reply(422, {"error": {"message": "request rejected: prompt must not be empty"}})
+                return
+            existing = [j for j in state.jobs.values() if token and j["token"] == token]
+            if state.config.honour_tokens and existing:
+                job, code = existing[0], 200
+            else:
+                job_id = "job-" + uuid.uuid4().hex[:12]
+                job = {"id": job_id, "token": token, "status": "queued", "polls": 0, "request": body, "cost": None}
+                job["_started"] = time.monotonic()
+                state.jobs[job_id] = job
+                counters["accepted"] += 1
+                accepted = counters["accepted_per_token"]
+                accepted[str(token)] = accepted.get(str(token), 0) + 1
+                code = 201
+            state.save()
+            answer = {"job": {"id": job["id"], "status": job["status"]}}
+        if fault == "drop_after_accept":
+            self.close_connection = True  # the job exists; the client never hears of it
+            return
+        if fault == "slow":
+            self.server.stopping.wait(state.config.slow_seconds)
+        if fault == "5xx_after_accept":
+            self._reply(500, {"error": {"message": "internal error after accepting"}})
+            return
+        self._reply(code, answer)
+
+
+def _status_answer(job: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "job": {"id": job["id"], "status": job["status"]},
+        "billing": {"amount": job["cost"], "currency": "EUR"},
+        "output": job.get("output"),
+        "error": {"message": job["error"]} if job.get("error") else None,
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # a held ("slow") or idle keep-alive handler must not stall stop()
+
+    def __init__(self, address: tuple[str, int], state: _State, auth_token: str) -> None:
+        super().__init__(address, _Handler)
+        self.state = state
+        self.auth_token = auth_token
+        self.stopping = threading.Event()
+
+
+class ProviderServer:
+    """The provider server in a background thread; ``with ProviderServer() as srv: srv.url``."""
+
+    auth_header: Final = "Authorization"
+
+    def __init__(
+        self,
+        *,
+        auth_token: str = "local-provider-secret",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        state_file: str | os.PathLike[str] | None = None,
+        **config: Any,
+    ) -> None:
+        cfg = ServerConfig()
+        cfg.update(config)
+        self.auth_token = auth_token
+        self._state = _State(cfg, None if state_file is None else Path(state_file))
+        self._server = _Server((host, port), self._state, auth_token)
+        self._thread: threading.Thread | None = None
+        self.host = host
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def auth_value(self) -> str:
+        return f"Bearer {self.auth_token}"
+
+    def start(self) -> ProviderServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="provider-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> ProviderServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def configure(self, **changes: Any) -> None:
+        with self._state.lock:
+            self._state.config.update(changes)
+
+    def stats(self) -> dict[str, Any]:
+        with self._state.lock:
+            return self._state.stats()
+
+    def accepted(self, token: str | None = None) -> int:
+        stats = self.stats()
+        return int(stats["accepted"] if token is None else stats["accepted_per_token"].get(token, 0))
+
+    def submissions(self, token: str | None = None) -> int:
+        stats = self.stats()
+        return int(stats["submissions"] if token is None else stats["submissions_per_token"].get(token, 0))
+
+    def provider_config(self, **overrides: Any) -> HttpProviderConfig:
+        """An `HttpProviderConfig` that reads this server's JSON, with its current capabilities."""
+        return server_provider_config(self.url, self._state.config, **overrides)
+
+
+def server_provider_config(url: str, config: ServerConfig | None = None, **overrides: Any) -> HttpProviderConfig:
+    """The `HttpProviderConfig` for a provider server at ``url`` behaving as ``config``."""
+    from .http import HttpProviderConfig
+
+    cfg = config or ServerConfig()
+    values: dict[str, Any] = {
+        "base_url": url,
+        "idempotency_header": TOKEN_HEADER,
+        "tokens_honoured": cfg.honour_tokens,
+        "lookup_path": "/jobs?token={token}" if cfg.lookup else None,
+        "ref_path": "job.id",
+        "state_path": "job.status",
+        "cost_path": "billing.amount",
+        "result_path": "output",
+        "error_path": "error.message",
+        "state_map": {"rendering": "running"},
+        "read_timeout": 10.0,
+        "connect_retries": 2,
+        "backoff_initial": 0.05,
+    }
+    values.update(overrides)
+    return HttpProviderConfig(**values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m airflow_idempotent_jobs.paid.server", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--token", default=os.environ.get("PROVIDER_SERVER_TOKEN", "local-provider-secret"))
+    parser.add_argument("--state-file", help="keep jobs and counters in this JSON file across restarts")
+    parser.add_argument("--ignore-tokens", action="store_true", help="never deduplicate by idempotency token")
+    parser.add_argument("--no-lookup", action="store_true", help="do not offer GET /jobs?token=")
+    parser.add_argument("--polls-to-finish", type=int, default=2)
+    parser.add_argument("--seconds-to-finish", type=float)
+    parser.add_argument("--price", type=float, default=1.25)
+    args = parser.parse_args(argv)
+    server = ProviderServer(
+        auth_token=args.token,
+        host=args.host,
+        port=args.port,
+        state_file=args.state_file,
+        honour_tokens=not args.ignore_tokens,
+        lookup=not args.no_lookup,
+        polls_to_finish=args.polls_to_finish,
+        seconds_to_finish=args.seconds_to_finish,
+        price=args.price,
+    )
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    with server:
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
