@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .episode import TRANSITIONS, Episode, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId
 from .stores.base import EpisodeStore
+
+if TYPE_CHECKING:
+    from .manifest import Manifest
 
 __all__ = ["Problem", "check_episode_record", "check_store"]
 
@@ -29,18 +32,25 @@ class Problem:
 
 
 def check_episode_record(episode: Episode, where: str) -> list[Problem]:
-    """Rules every store shares: a legal submission record that agrees with itself."""
-    problems = []
+    """Rules every store shares: a legal submission record that agrees with itself, and for a
+    migrated episode, a migration record that agrees with the episode and its cost records."""
+    from .manifest import check_migration_record
+
+    problems = check_migration_record(episode, where)
     sub = episode.submission
+    current = SubmissionState.NONE
     for step in sub.history:
         try:
             frm, to = SubmissionState(step.get("from")), SubmissionState(step.get("to"))
         except ValueError:
             problems.append(Problem(where, f"submission history has an unknown state in {dict(step)}"))
-            continue
+            return problems
+        if frm is not current:
+            problems.append(Problem(where, f"submission history leaves {frm.value} but was in {current.value}"))
         if to not in TRANSITIONS[frm]:
             problems.append(Problem(where, f"submission history moves illegally from {frm.value} to {to.value}"))
-    if sub.history and SubmissionState(sub.history[-1].get("to", sub.state.value)) is not sub.state:
+        current = to
+    if sub.history and current is not sub.state:
         problems.append(Problem(where, f"submission state {sub.state.value} disagrees with its history"))
     if sub.state in (SubmissionState.ACCEPTED, SubmissionState.SUCCEEDED) and not sub.remote_ref:
         problems.append(Problem(where, f"submission is {sub.state.value} but has no remote reference"))
@@ -49,10 +59,13 @@ def check_episode_record(episode: Episode, where: str) -> list[Problem]:
     return problems
 
 
-def check_store(store: EpisodeStore, episode_ids: Sequence[str] = ()) -> list[Problem]:
+def check_store(
+    store: EpisodeStore, episode_ids: Sequence[str] = (), manifest: Manifest | None = None
+) -> list[Problem]:
     """Every problem found in ``store`` (or in the named episodes), sorted; empty means healthy.
 
-    Invalid ids among ``episode_ids`` raise `InvalidIdentifier` before anything is read.
+    With ``manifest``, also that nothing the manifest lists was lost. Invalid ids among
+    ``episode_ids`` raise `InvalidIdentifier` before anything is read. Never writes, never locks.
     """
     ids = [EpisodeId.parse(text) for text in episode_ids]
     from .stores.file import FileEpisodeStore
@@ -60,11 +73,26 @@ def check_store(store: EpisodeStore, episode_ids: Sequence[str] = ()) -> list[Pr
     if isinstance(store, FileEpisodeStore):
         from .stores.file_check import check_file_store
 
-        return sorted(check_file_store(store, ids))
+        return sorted(check_file_store(store, ids, manifest))
     checker = getattr(store, "check", None)
     if checker is None:
         raise InvalidIdentifier("store", store.location, "this store cannot be checked")
-    return sorted(checker(ids))
+    problems: list[Problem] = list(checker(ids))
+    if manifest is not None:
+        problems += _manifest_problems(store, manifest)
+    return sorted(problems)
+
+
+def _manifest_problems(store: EpisodeStore, manifest: Manifest) -> list[Problem]:
+    """For stores without files: compare the manifest with the hashes the migration recorded."""
+    from .errors import IdempotentJobsError
+    from .manifest import verify_manifest
+
+    try:
+        episodes = store.list()
+    except IdempotentJobsError as exc:
+        return [Problem(store.location, f"cannot list episodes to compare with the manifest: {exc}")]
+    return verify_manifest(manifest, episodes, None)
 
 
 def unique_keys(episodes: Iterable[Episode]) -> list[Problem]:

@@ -12,7 +12,7 @@ from ._common import CliError, Parser, exit_code_for
 __all__ = ["main"]
 
 #: Modules under ``cli/`` that each add their commands with ``register(subparsers)``.
-COMMAND_MODULES = ("episodes",)
+COMMAND_MODULES = ("episodes", "migrate", "reconcile")
 
 
 def build_parser() -> Parser:

@@ -38,6 +38,7 @@ def register(commands: Any) -> None:
     p = commands.add_parser("check", help="verify the store read-only; exit 1 if anything is wrong")
     p.add_argument("episode_ids", nargs="*", help="only these episodes")
     p.add_argument("--json", action="store_true", help="problems as JSON lines")
+    p.add_argument("--manifest", metavar="FILE", help="also verify that nothing this migration manifest lists was lost")
     p.set_defaults(func=_check)
 
     p = commands.add_parser("rebuild-index", help="rebuild the file store's derived key index and histories")
@@ -105,8 +106,11 @@ def format_table(episodes: list[Episode]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ..manifest import load_manifest
+
+    manifest = load_manifest(args.manifest) if args.manifest else None
     with open_cli_store(args) as store:
-        problems = check_store(store, args.episode_ids)
+        problems = check_store(store, args.episode_ids, manifest)
     for problem in problems:
         if args.json:
             print_json(problem.to_dict())

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from ..check import Problem, check_episode_record, unique_keys
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
+from ..legacy import LEGACY_STATE_FILE, recorded_hashes, sha256_file
+from ..manifest import LEGACY_STATE_KEY, LEGACY_SUBDIR, MIGRATION_KEY, verify_manifest
 from ._durable import TMP_PREFIX, read_json
 from .file import HISTORY_FILE, STATE_FILE, FileEpisodeStore, key_digest
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 __all__ = ["check_file_store"]
 
 
-def check_file_store(store: FileEpisodeStore, only: Sequence[EpisodeId] = ()) -> list[Problem]:
+def check_file_store(
+    store: FileEpisodeStore, only: Sequence[EpisodeId] = (), manifest: Manifest | None = None
+) -> list[Problem]:
     problems: list[Problem] = []
     if not store.root.is_dir():
         return [Problem(str(store.root), "store root does not exist")]
@@ -33,6 +42,12 @@ def check_file_store(store: FileEpisodeStore, only: Sequence[EpisodeId] = ()) ->
     else:
         problems += unique_keys(episodes)
     problems += _check_index(store, episodes)
+    if manifest is not None:
+        everything = episodes
+        if only:
+            # The manifest spans every week: compare it with all episodes, report only its findings.
+            everything = [e for week in _week_dirs(store, []) for e in _check_week(store, week, None, [])]
+        problems += verify_manifest(manifest, everything, lambda episode, path: _current_hash(store, episode, path))
     return problems
 
 
@@ -95,6 +110,7 @@ def _check_week(
         if episode is not None:
             episodes.append(episode)
             problems += check_episode_record(episode, str(path / STATE_FILE))
+            problems += _check_migrated_files(store, episode)
     problems += _check_history(store, week, episodes, partial=wanted is not None)
     return episodes
 
@@ -156,3 +172,73 @@ def _check_index(store: FileEpisodeStore, episodes: list[Episode]) -> list[Probl
         if not marker.exists():
             problems.append(Problem(str(marker), f"key index misses {episode.episode_id}"))
     return problems
+
+
+def _legacy_path(store: FileEpisodeStore, episode: Episode, relative: str) -> Path | None:
+    """Where a migrated file lives; None for a recorded path that would leave the directory."""
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        return None
+    return store.episode_dir(episode.id) / LEGACY_SUBDIR / pure
+
+
+def _current_hash(store: FileEpisodeStore, episode: Episode, relative: str) -> str | None:
+    path = _legacy_path(store, episode, relative)
+    try:
+        return None if path is None else sha256_file(path)[0]
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def _check_migrated_files(store: FileEpisodeStore, episode: Episode) -> list[Problem]:
+    """A migrated episode's files: each recomputed against the recorded sha256, none missing or extra."""
+    record = episode.metadata.get(MIGRATION_KEY)
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict):
+        return []
+    base = store.episode_dir(episode.id) / LEGACY_SUBDIR
+    problems = []
+    for relative, recorded in sorted(files.items()):
+        path = _legacy_path(store, episode, relative)
+        if path is None:
+            problems.append(Problem(str(base), f"migration records a path outside its directory: {relative!r}"))
+            continue
+        try:
+            now = sha256_file(path)[0]
+        except (FileNotFoundError, NotADirectoryError):
+            problems.append(Problem(str(path), f"missing (recorded sha256 {recorded})"))
+            continue
+        except OSError as exc:
+            problems.append(Problem(str(path), f"unreadable: {exc.strerror}"))
+            continue
+        if now != recorded:
+            problems.append(Problem(str(path), f"sha256 {now} differs from the recorded {recorded}"))
+    state = episode.metadata.get(LEGACY_STATE_KEY)
+    for relative, digest in recorded_hashes(state).items():
+        if files.get(relative) != digest:
+            problems.append(
+                Problem(
+                    str(base / relative),
+                    f"the legacy state records sha256 {digest}, the migration {files.get(relative)}",
+                )
+            )
+    for dirpath, _dirs, names in os.walk(base):
+        for name in names:
+            relative = Path(dirpath, name).relative_to(base).as_posix()
+            if relative not in files and not name.startswith(TMP_PREFIX):
+                problems.append(Problem(str(Path(dirpath, name)), "file not recorded by the migration"))
+    problems += _check_legacy_state_copy(base / LEGACY_STATE_FILE, state, LEGACY_STATE_FILE in files)
+    return problems
+
+
+def _check_legacy_state_copy(path: Path, state: Any, recorded: bool) -> list[Problem]:
+    """The legacy state kept in the record must say what the original file says."""
+    if not recorded or not path.is_file():
+        return []
+    try:
+        original = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []  # its hash check already reports it
+    if original != state:
+        return [Problem(str(path), "the legacy state in the episode record differs from this original file")]
+    return []

@@ -1,0 +1,240 @@
+"""The migration's evidence: the manifest written before anything moves, and the migration record.
+
+The manifest lists every legacy job with every file and its sha256, every remote reference and
+every cost record. A migrated episode keeps, in its ``metadata``: ``legacy_state`` (the legacy
+state object, whole), ``legacy_history`` (its week's history entry) and ``migration`` (where it
+came from, when, by which tool, and the sha256 of every file it brought). `check` compares both.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .check import Problem
+from .episode import SCHEMA_VERSION, Episode
+from .errors import InvalidIdentifier
+from .legacy import LegacyJob, SkippedSource, cost_total, extract_costs, extract_refs
+from .stores._durable import write_durable
+
+__all__ = [
+    "LEGACY_HISTORY_KEY",
+    "LEGACY_STATE_KEY",
+    "LEGACY_SUBDIR",
+    "MANIFEST_KIND",
+    "MIGRATION_KEY",
+    "HashOf",
+    "Manifest",
+    "ManifestJob",
+    "check_migration_record",
+    "load_manifest",
+    "verify_manifest",
+    "write_manifest",
+]
+
+MANIFEST_KIND: Final = "legacy-migration-manifest"
+MIGRATION_KEY: Final = "migration"
+LEGACY_STATE_KEY: Final = "legacy_state"
+LEGACY_HISTORY_KEY: Final = "legacy_history"
+#: Inside an episode directory of the file store: the legacy week directory's files, paths kept.
+LEGACY_SUBDIR: Final = "legacy"
+
+#: sha256 of a migrated file as it is now (None: missing), given its episode and legacy path.
+HashOf = Callable[[Episode, str], "str | None"]
+
+
+@dataclass(frozen=True)
+class ManifestJob:
+    """A legacy job and the allocation key its episode gets."""
+
+    job: LegacyJob
+    allocation_key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.job.to_dict(), "allocation_key": self.allocation_key}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ManifestJob:
+        return cls(LegacyJob.from_dict(data), str(data["allocation_key"]))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    created_at: str
+    legacy_root: str
+    store: str
+    tool_version: str
+    history_sha256: str | None
+    jobs: tuple[ManifestJob, ...]
+    skipped: tuple[SkippedSource, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": MANIFEST_KIND,
+            "created_at": self.created_at,
+            "legacy_root": self.legacy_root,
+            "store": self.store,
+            "tool_version": self.tool_version,
+            "history_sha256": self.history_sha256,
+            "jobs": [job.to_dict() for job in self.jobs],
+            "skipped": [{"where": s.where, "reason": s.reason} for s in self.skipped],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        return cls(
+            created_at=str(data["created_at"]),
+            legacy_root=str(data["legacy_root"]),
+            store=str(data["store"]),
+            tool_version=str(data["tool_version"]),
+            history_sha256=data.get("history_sha256"),
+            jobs=tuple(ManifestJob.from_dict(job) for job in data["jobs"]),
+            skipped=tuple(SkippedSource(str(s["where"]), str(s["reason"])) for s in data.get("skipped", ())),
+        )
+
+
+def write_manifest(path: Path, manifest: Manifest) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_durable(path, manifest.to_dict())
+
+
+def load_manifest(path: Path) -> Manifest:
+    """A manifest file; anything unreadable is bad input (`InvalidIdentifier`)."""
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
+            raise ValueError(f"not a {MANIFEST_KIND}")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unknown schema_version {data.get('schema_version')!r}")
+        return Manifest.from_dict(data)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidIdentifier("manifest", str(path), reason) from exc
+
+
+def _same_cost(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def check_migration_record(episode: Episode, where: str) -> list[Problem]:
+    """A migrated episode agrees with itself: ids, legacy state, cost total, remote reference."""
+    record = episode.metadata.get(MIGRATION_KEY)
+    if record is None:
+        return []
+    if not isinstance(record, dict):
+        return [Problem(where, "migration record is not an object")]
+    problems = []
+    for name in ("episode_id", "week_id", "sequence"):
+        if record.get(name) != getattr(episode, name):
+            problems.append(Problem(where, f"migration record gives {name} {record.get(name)!r}"))
+    files = record.get("files")
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        problems.append(Problem(where, "migration record has no file hashes"))
+    state = episode.metadata.get(LEGACY_STATE_KEY)
+    if not isinstance(state, dict):
+        return [*problems, Problem(where, "migrated episode has no legacy state")]
+    try:
+        total = cost_total(extract_costs(state))
+    except ValueError as exc:
+        return [*problems, Problem(where, f"legacy state: {exc}")]
+    if not _same_cost(total, record.get("cost_total")):
+        problems.append(
+            Problem(where, f"cost records add up to {total}, the migration recorded {record.get('cost_total')}")
+        )
+    if not _same_cost(total, episode.submission.cost):
+        problems.append(
+            Problem(where, f"cost records add up to {total}, the submission says {episode.submission.cost}")
+        )
+    refs = [r.value for r in extract_refs(state)]
+    if episode.submission.remote_ref is not None and episode.submission.remote_ref not in refs:
+        problems.append(
+            Problem(where, f"remote reference {episode.submission.remote_ref!r} is not in the legacy state")
+        )
+    return problems
+
+
+def verify_manifest(manifest: Manifest, episodes: Iterable[Episode], hash_of: HashOf | None) -> list[Problem]:
+    """Nothing of the manifest lost: one episode per job, same hashes, references and costs.
+
+    ``hash_of`` recomputes a file's hash where the store holds files; without it the hashes the
+    migration recorded are compared.
+    """
+    episodes = list(episodes)
+    problems: list[Problem] = []
+    for entry in manifest.jobs:
+        job = entry.job
+        holders = [
+            e
+            for e in episodes
+            if _migration(e).get("source") == str(job.source) or e.allocation_key == entry.allocation_key
+        ]
+        label = f"manifest job {job.week} ({job.source})"
+        if not holders:
+            problems.append(Problem(label, "no migrated episode holds it: lost"))
+            continue
+        if len(holders) > 1:
+            ids = ", ".join(sorted(e.episode_id for e in holders))
+            problems.append(Problem(label, f"migrated more than once: {ids}"))
+            continue
+        problems += _compare(entry, holders[0], hash_of)
+    return problems
+
+
+def _migration(episode: Episode) -> Mapping[str, Any]:
+    record = episode.metadata.get(MIGRATION_KEY)
+    return record if isinstance(record, dict) else {}
+
+
+def _compare(entry: ManifestJob, episode: Episode, hash_of: HashOf | None) -> list[Problem]:
+    job, where = entry.job, episode.episode_id
+    problems = []
+    if episode.allocation_key != entry.allocation_key:
+        problems.append(
+            Problem(where, f"allocation key {episode.allocation_key!r}, the manifest {entry.allocation_key!r}")
+        )
+    recorded = _migration(episode).get("files")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    for file in job.files:
+        now = hash_of(episode, file.path) if hash_of is not None else recorded.get(file.path)
+        if now is None:
+            problems.append(Problem(where, f"{LEGACY_SUBDIR}/{file.path} is missing (manifest sha256 {file.sha256})"))
+        elif now != file.sha256:
+            problems.append(Problem(where, f"{LEGACY_SUBDIR}/{file.path} hashes to {now}, the manifest {file.sha256}"))
+    state = episode.metadata.get(LEGACY_STATE_KEY)
+    if not isinstance(state, dict):
+        return [*problems, Problem(where, "the legacy state is gone")]
+    refs, want_refs = [r.value for r in extract_refs(state)], [r.value for r in job.remote_refs]
+    if sorted(refs) != sorted(want_refs):
+        problems.append(
+            Problem(where, f"{len(refs)} remote references {refs}, the manifest has {len(want_refs)} {want_refs}")
+        )
+    try:
+        costs = [(c.pointer, dict(c.record)) for c in extract_costs(state)]
+    except ValueError as exc:
+        costs = []
+        problems.append(Problem(where, f"legacy state: {exc}"))
+    want = [(c.pointer, dict(c.record)) for c in job.cost_records]
+    for pointer, record in want:
+        if (pointer, record) not in costs:
+            problems.append(
+                Problem(where, f"cost record {pointer} {json.dumps(record, sort_keys=True)} changed or lost")
+            )
+    for pointer, record in costs:
+        if (pointer, record) not in want:
+            problems.append(
+                Problem(where, f"cost record {pointer} {json.dumps(record, sort_keys=True)} is not in the manifest")
+            )
+    if not _same_cost(episode.submission.cost, cost_total(job.cost_records)):
+        problems.append(
+            Problem(where, f"submission cost {episode.submission.cost}, the manifest {cost_total(job.cost_records)}")
+        )
+    if episode.metadata.get(LEGACY_HISTORY_KEY) != job.history_entry:
+        problems.append(Problem(where, "the legacy history entry differs from the manifest"))
+    return problems
