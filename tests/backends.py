@@ -8,6 +8,7 @@ damage one stored episode in the ways the bad-input tests need.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,3 +69,59 @@ class FileBackend:
             path.write_bytes(raw.replace(b'"schema_version": 1', b'"schema_version": 99'))
         else:
             raise ValueError(how)
+
+
+class PostgresBackend:
+    """A store in its own database (created per test from a migrated template, see tests/pg.py)."""
+
+    name = "postgres"
+
+    def __init__(self, url: str, schema: str = "idempotent_jobs") -> None:
+        self.url = url
+        self.schema = schema
+
+    def open(self, **options: Any) -> EpisodeStore:
+        return open_store(self.url, **options)
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True)
+
+    def snapshot(self) -> dict[str, str]:
+        """Every row of every table in the store's schema, keyed by table and primary key."""
+        rows: dict[str, str] = {}
+        with self._connect() as conn:
+            tables = conn.execute(
+                "SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY c.relname",
+                (self.schema,),
+            ).fetchall()
+            for oid, table in tables:
+                keys = [
+                    name
+                    for (name,) in conn.execute(
+                        "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                        "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                        "WHERE i.indrelid = %s AND i.indisprimary ORDER BY a.attnum",
+                        (oid,),
+                    )
+                ]
+                for (row,) in conn.execute(f'SELECT to_jsonb(t) FROM "{self.schema}"."{table}" t'):
+                    key = "/".join([table, *(str(row[k]) for k in keys)]) if keys else f"{table}/{len(rows)}"
+                    text = json.dumps(row, sort_keys=True, ensure_ascii=False)
+                    rows[key] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return rows
+
+    def corrupt(self, episode_id: str, how: str) -> None:
+        damage = {
+            "truncated": "submission = to_jsonb(left(submission::text, length(submission::text) / 2))",
+            "not-json": "submission = to_jsonb('\\xff not json at all'::text)",
+            "unknown-version": "schema_version = 99",
+        }[how]
+        with self._connect() as conn:
+            done = conn.execute(
+                f'UPDATE "{self.schema}".episodes SET {damage} WHERE episode_id = %s', (episode_id,)
+            ).rowcount
+        if done != 1:
+            raise AssertionError(f"no row for {episode_id} to corrupt")

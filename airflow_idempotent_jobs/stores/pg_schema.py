@@ -1,0 +1,216 @@
+"""The PostgreSQL store's schema: its tables as SQLAlchemy Core objects, and its numbered migrations.
+
+The migrations (``sql/NNNN_name.sql``) are the source of truth for the database; the `Tables`
+below are what the code queries. A test applies every migration and compares the result with
+`Tables`, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import (
+    TIMESTAMP,
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ENUM, JSONB
+from sqlalchemy.exc import DBAPIError
+
+from ..episode import SubmissionState
+from ..errors import InvalidIdentifier, StoreCorrupted
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    "Tables",
+    "advisory_key",
+    "current_version",
+    "migrate",
+    "quote_schema",
+    "tables",
+]
+
+DEFAULT_SCHEMA: Final = "idempotent_jobs"
+_SCHEMA_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_MIGRATION_RE: Final = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered step of the schema; applied in order, once, inside one transaction."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def _load_migrations() -> tuple[Migration, ...]:
+    folder = importlib.resources.files(__package__).joinpath("sql")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_RE.fullmatch(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1..N without gaps, found {[m.version for m in found]}")
+    return tuple(found)
+
+
+#: Every migration shipped with this package, oldest first.
+MIGRATIONS: Final = _load_migrations()
+#: The schema version this code reads and writes.
+LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+def quote_schema(schema: str) -> str:
+    """The schema name, checked and quoted for use in SQL text (it cannot be a bound parameter)."""
+    if not isinstance(schema, str) or not _SCHEMA_RE.fullmatch(schema):
+        raise InvalidIdentifier("database schema", schema, "use lowercase letters, digits and _ (at most 63)")
+    return f'"{schema}"'
+
+
+def advisory_key(*parts: str) -> int:
+    """A signed 64-bit key for ``pg_advisory_xact_lock``, the same in every process and host."""
+    digest = hashlib.sha256("\0".join(("airflow-idempotent-jobs", *parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The store's tables in one schema."""
+
+    schema: str
+    metadata: MetaData
+    schema_version: Table
+    weeks: Table
+    episodes: Table
+    submission_transitions: Table
+
+
+@functools.lru_cache(maxsize=16)
+def tables(schema: str) -> Tables:
+    """The tables the code expects in ``schema`` (what the migrations must have created)."""
+    quote_schema(schema)
+    metadata = MetaData(schema=schema)
+    state = ENUM(*(s.value for s in SubmissionState), name="submission_state", schema=schema, create_type=False)
+    return Tables(
+        schema=schema,
+        metadata=metadata,
+        schema_version=Table(
+            "schema_version",
+            metadata,
+            Column("version", Integer, primary_key=True, autoincrement=False),
+            Column("name", Text, nullable=False),
+            Column("applied_at", TIMESTAMP(timezone=True), nullable=False),
+        ),
+        weeks=Table(
+            "weeks",
+            metadata,
+            Column("namespace", Text, primary_key=True),
+            Column("week_id", Text, primary_key=True),
+            Column("highest_sequence", Integer, nullable=False),
+        ),
+        episodes=Table(
+            "episodes",
+            metadata,
+            Column("namespace", Text, primary_key=True),
+            Column("episode_id", Text, primary_key=True),
+            Column("week_id", Text, nullable=False),
+            Column("sequence", Integer, nullable=False),
+            Column("allocation_key", Text, nullable=False),
+            Column("fingerprint", Text),
+            Column("status", Text, nullable=False),
+            Column("created_at", Text, nullable=False),
+            Column("updated_at", Text),
+            Column("submission_state", state, nullable=False),
+            Column("submission", JSONB, nullable=False),
+            Column("metadata", JSONB, nullable=False),
+            Column("schema_version", Integer, nullable=False),
+        ),
+        submission_transitions=Table(
+            "submission_transitions",
+            metadata,
+            Column("from_state", state, primary_key=True),
+            Column("to_state", state, primary_key=True),
+        ),
+    )
+
+
+# The version table is created before any migration runs, so that "which migrations ran" can
+# always be asked; it is the one table no migration creates.
+_VERSION_TABLE_SQL: Final = """
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.schema_version (
+    version    integer     NOT NULL,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT schema_version_pkey PRIMARY KEY (version)
+);
+"""
+
+
+def current_version(conn: Connection, schema: str) -> int | None:
+    """The highest migration applied in ``schema``; None when the store was never created there."""
+    quoted = quote_schema(schema)
+    # A query on pg_class, not to_regclass(): to_regclass() may answer from this backend's catalog
+    # cache, stale until the next relation lock, so it can miss a schema another client just created.
+    present = conn.execute(
+        text(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = :schema AND c.relname = 'schema_version')"
+        ),
+        {"schema": schema},
+    )
+    if not present.scalar_one():
+        return None
+    version = conn.execute(text(f"SELECT max(version) FROM {quoted}.schema_version")).scalar_one()
+    return None if version is None else int(version)
+
+
+def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) -> int:
+    """Bring ``schema`` to `LATEST_VERSION` in the caller's transaction; returns the version found first.
+
+    Serialized across clients by an advisory lock, so concurrent first uses create it once.
+    Refuses (`StoreCorrupted`) a schema newer than this code.
+    """
+    quoted = quote_schema(schema)
+    conn.execute(
+        text("SELECT set_config('lock_timeout', :ms, true), pg_advisory_xact_lock(:key)"),
+        {"ms": str(lock_timeout_ms), "key": advisory_key("migrate", schema)},
+    )
+    found = current_version(conn, schema)
+    if found is not None and found > LATEST_VERSION:
+        raise StoreCorrupted(where, f"schema version {found} is newer than this code's {LATEST_VERSION}")
+    if found == LATEST_VERSION:
+        return found
+    _run_script(conn, _VERSION_TABLE_SQL.replace("{schema}", quoted))
+    insert = text(f"INSERT INTO {quoted}.schema_version (version, name) VALUES (:version, :name)")
+    for step in MIGRATIONS:
+        if found is None or step.version > found:
+            _run_script(conn, step.sql.replace("{schema}", quoted))
+            conn.execute(insert, {"version": step.version, "name": step.name})
+    return found or 0
+
+
+def _run_script(conn: Connection, script: str) -> None:
+    """Run a multi-statement SQL script in the connection's transaction (no parameters, no ``%`` parsing)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    try:
+        driver.execute(script)
+    except driver.Error as exc:  # the driver's own error: wrap it as SQLAlchemy would
+        raise DBAPIError.instance(script[:200], None, exc, type(driver).Error) from exc

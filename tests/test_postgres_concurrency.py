@@ -1,0 +1,146 @@
+"""PostgreSQL store under real concurrency: many processes, and a connection killed mid-allocation."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+from collections import Counter
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_idempotent_jobs import Episode, StoreUnavailable, open_store
+from airflow_idempotent_jobs.stores.postgres import PostgresSession
+
+pytestmark = pytest.mark.postgres
+
+WEEKS = ("2020-W52", "2020-W53", "2021-W01", "2026-W32")
+WORKERS = 16
+PER_WORKER = 50
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _allocate_many(url: str, worker: int, barrier: Any, results: Any) -> None:
+    """One client process: 50 allocations spread over the 4 weeks, started together with the others."""
+    try:
+        with open_store(url) as store:
+            barrier.wait(timeout=60)
+            got = [
+                (f"w{worker}-{i}", store.allocate(WEEKS[(worker + i) % len(WEEKS)], f"w{worker}-{i}").episode_id)
+                for i in range(PER_WORKER)
+            ]
+        results.put((worker, got))
+    except BaseException as exc:  # report everything: the parent asserts on it
+        results.put((worker, f"{type(exc).__name__}: {exc}"))
+
+
+def test_16_processes_x_50_allocations_are_contiguous_per_week(pg_database: str) -> None:
+    barrier, results = SPAWN.Barrier(WORKERS), SPAWN.Queue()
+    procs = [SPAWN.Process(target=_allocate_many, args=(pg_database, w, barrier, results)) for w in range(WORKERS)]
+    for proc in procs:
+        proc.start()
+    try:
+        answers = dict(results.get(timeout=120) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+    failures = {w: a for w, a in answers.items() if isinstance(a, str)}
+    assert not failures
+    returned = {key: episode_id for got in answers.values() for key, episode_id in got}
+    assert len(returned) == WORKERS * PER_WORKER
+    assert len(set(returned.values())) == WORKERS * PER_WORKER, "an episode id was handed out twice"
+
+    with open_store(pg_database) as store:
+        stored = store.list()
+        assert {e.allocation_key: e.episode_id for e in stored} == returned
+        per_week = Counter(e.week_id for e in stored)
+        for week in WEEKS:
+            sequences = sorted(e.sequence for e in stored if e.week_id == week)
+            assert sequences == list(range(per_week[week])), f"{week} is not contiguous"
+        assert sum(per_week.values()) == WORKERS * PER_WORKER
+        # Every key, asked again, gets its own episode back.
+        again = store.allocate(WEEKS[0], "w0-0")
+        assert (again.episode_id, again.reused) == (returned["w0-0"], True)
+
+
+def _victim(url: str, key: str, paused: Any, resume: Any, results: Any) -> None:
+    """Allocate, but stop inside the transaction right after the INSERT (the test's seam)."""
+    original = PostgresSession.insert
+
+    def insert_then_pause(self: PostgresSession, episode: Episode) -> None:
+        original(self, episode)
+        paused.set()
+        resume.wait(timeout=60)
+
+    PostgresSession.insert = insert_then_pause  # type: ignore[method-assign]
+    try:
+        with open_store(url) as store:
+            episode = store.allocate("2026-W32", key)
+        results.put(f"allocated {episode.episode_id}")
+    except StoreUnavailable as exc:
+        results.put(f"StoreUnavailable: {exc}")
+    except BaseException as exc:
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def _wait_for_waiting_lock(conn: psycopg.Connection[Any]) -> None:
+    for _ in range(600):
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()
+        if row and row[0]:
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the second client never queued behind the advisory lock")
+
+
+def _count(conn: psycopg.Connection[Any], table: str) -> int:
+    row = conn.execute(f"SELECT count(*) FROM idempotent_jobs.{table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_connection_killed_mid_allocation_leaves_nothing_and_the_retry_gets_one_episode(pg_database: str) -> None:
+    paused, resume, results = SPAWN.Event(), SPAWN.Event(), SPAWN.Queue()
+    proc = SPAWN.Process(target=_victim, args=(pg_database, "run-1", paused, resume, results))
+    proc.start()
+    waiter_result: queue.Queue[object] = queue.Queue()
+    try:
+        assert paused.wait(timeout=60), "the victim never reached its INSERT"
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            # The victim holds the namespace's advisory lock, with its rows written but not committed.
+            holders = admin.execute(
+                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
+            ).fetchall()
+            assert len(holders) == 1
+            assert (_count(admin, "episodes"), _count(admin, "weeks")) == (0, 0)
+
+            # Another client queues behind the lock meanwhile.
+            def wait_for_lock() -> None:
+                with open_store(pg_database) as other:
+                    waiter_result.put(other.allocate("2026-W32", "run-2").episode_id)
+
+            waiter = threading.Thread(target=wait_for_lock, daemon=True)
+            waiter.start()
+            _wait_for_waiting_lock(admin)
+            killed = admin.execute("SELECT pg_terminate_backend(%s)", (holders[0][0],)).fetchone()
+            assert killed == (True,)
+            resume.set()
+            outcome = results.get(timeout=60)
+            waiter.join(timeout=60)
+            assert outcome.startswith("StoreUnavailable: "), outcome
+            # Nothing of the victim survived; the waiter got the lock and sequence 0.
+            assert waiter_result.get(timeout=1) == "2026-W32-0"
+            assert (_count(admin, "episodes"), _count(admin, "weeks")) == (1, 1)
+    finally:
+        resume.set()
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+
+    with open_store(pg_database) as store:
+        retry = store.allocate("2026-W32", "run-1")
+        assert (retry.episode_id, retry.reused) == ("2026-W32-1", False)
+        assert store.allocate("2026-W32", "run-1").reused
+        assert [e.allocation_key for e in store.list()] == ["run-2", "run-1"]
