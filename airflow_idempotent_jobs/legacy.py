@@ -45,6 +45,7 @@ __all__ = [
     "recorded_hashes",
     "scan_legacy",
     "sha256_file",
+    "validate_legacy_root",
 ]
 
 LEGACY_STATE_FILE: Final = "state.json"
@@ -258,6 +259,13 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
     return LegacyJob(week, week_dir, state, history.get(str(week)), tuple(files))
 
 
+def validate_legacy_root(root: Path) -> None:
+    """Raise `InvalidIdentifier` for what stops a whole migration: no directory, an unreadable history."""
+    if not root.is_dir():
+        raise InvalidIdentifier("legacy directory", str(root), "not a directory")
+    _read_history(root)
+
+
 def scan_legacy(root: Path) -> LegacyScan:
     """Read a legacy directory without changing it.
 
@@ -266,8 +274,7 @@ def scan_legacy(root: Path) -> LegacyScan:
     is reported in ``skipped`` and the others go on. Hidden entries (``.name``) are ignored.
     """
     root = root.absolute()
-    if not root.is_dir():
-        raise InvalidIdentifier("legacy directory", str(root), "not a directory")
+    validate_legacy_root(root)
     history, history_sha = _read_history(root)
     jobs: list[LegacyJob] = []
     skipped: list[SkippedSource] = []

@@ -34,7 +34,7 @@ import filelock
 from .episode import Episode, EpisodeStatus, SubmissionState, utc_now
 from .errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreUnavailable
 from .identity import EpisodeId, WeekId, validate_allocation_key
-from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file
+from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
 from .manifest import (
     LEGACY_HISTORY_KEY,
     LEGACY_STATE_KEY,
@@ -186,6 +186,7 @@ def apply_migration(
     """Plan again under the migration lock, write the manifest, then migrate job by job."""
     from . import __version__
 
+    validate_legacy_root(Path(legacy_root).absolute())  # bad input changes nothing, not even the lock
     migrations = store.root / MIGRATIONS_DIR
     migrations.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(migrations / ".lock", timeout=0, fallback_to_soft=False, preserve_lock_file=True)
