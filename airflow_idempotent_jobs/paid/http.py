@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -264,7 +266,7 @@ class HttpPaidProvider:
                 time.sleep(delay)
                 delay = min(delay * 2, self.config.backoff_max)
             try:
-                with httpx.Client(timeout=self._timeout) as client:
+                with httpx.Client(timeout=self._timeout, verify=_tls()) as client:
                     response = client.request(method, url, json=json, headers=all_headers)
             except _NOT_SENT as exc:
                 last: Exception = exc
@@ -284,7 +286,7 @@ class HttpPaidProvider:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.backoff_max)
             try:
-                async with httpx.AsyncClient(timeout=self._timeout) as client:
+                async with httpx.AsyncClient(timeout=self._timeout, verify=_tls()) as client:
                     response = await client.request(method, url, headers=all_headers)
             except _NOT_SENT as exc:
                 last: Exception = exc
@@ -304,6 +306,12 @@ class HttpPaidProvider:
         tries = self.config.connect_retries + 1
         reason = self._redact(str(exc)) or type(exc).__name__
         return ProviderUnavailable(f"{method} {_safe(url)}: not reachable after {tries} tries ({reason})")
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context per process: building it (loading the CA bundle) costs more than a request."""
+    return httpx.create_ssl_context()
 
 
 def _safe(url: str) -> str:

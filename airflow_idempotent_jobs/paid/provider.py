@@ -79,7 +79,10 @@ class PaidProvider(Protocol):
     ``find`` is only called when ``capabilities.lookup`` is true.
     """
 
-    capabilities: ProviderCapabilities
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        """What a retry may do with an uncertain submission; a plain attribute works too."""
+        ...
 
     def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
         """Create the remote job; returns its remote reference.

@@ -335,7 +335,9 @@ class ProviderServer:
         return f"Bearer {self.auth_token}"
 
     def start(self) -> ProviderServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="provider-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="provider-server", daemon=True
+        )
         self._thread.start()
         return self
 

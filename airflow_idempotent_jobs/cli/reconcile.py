@@ -1,0 +1,105 @@
+"""``reconcile``: settle a paid submission whose acceptance is unknown.
+
+Order matters: the episode id is validated, the episode loaded and its state checked before any
+provider credential is read or any request is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import socket
+import sys
+from typing import Any, Final
+
+from ..paid.ledger import NotReconcilable, SubmissionLedger
+from ._common import EXIT, CliError, open_cli_store, print_json
+
+__all__ = ["register"]
+
+#: The credential for ``--provider-url``/``--provider-config``, sent as ``Authorization: Bearer <token>``.
+TOKEN_ENV: Final = "IDEMPOTENT_JOBS_PROVIDER_TOKEN"
+#: Optional other header name; the token is then sent as the header's whole value.
+HEADER_ENV: Final = "IDEMPOTENT_JOBS_PROVIDER_AUTH_HEADER"
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "reconcile",
+        help="settle a paid submission left in submitting/unknown",
+        description=(
+            "Settle a submission whose outcome is unknown: by looking its idempotency token up at the "
+            "provider (--provider-url or --provider-config, credential in $" + TOKEN_ENV + "), or by your "
+            "word: --remote-ref REF (this remote job is ours) or --not-submitted (nothing reached the "
+            "provider; the next run submits once)."
+        ),
+    )
+    p.add_argument("episode_id")
+    word = p.add_mutually_exclusive_group()
+    word.add_argument("--remote-ref", help="the provider's id of the job this episode created")
+    word.add_argument("--not-submitted", action="store_true", help="the provider never received the request")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--provider-url", help="base URL of the provider's job API, to look the token up")
+    source.add_argument("--provider-config", help="JSON file with an HttpProviderConfig (no secrets)")
+    p.add_argument("--lookup-path", default="/jobs?token={token}", help="with --provider-url: lookup URL template")
+    p.add_argument("--ref-path", default="id", help="with --provider-url: dotted JSON path of the job id")
+    p.add_argument("--by", help="who settles it (default: $USER@hostname)")
+    p.set_defaults(func=_reconcile)
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    by_word = args.remote_ref is not None or args.not_submitted
+    has_provider = args.provider_url is not None or args.provider_config is not None
+    if by_word and has_provider:
+        raise CliError("give either a provider to look the token up, or --remote-ref/--not-submitted, not both")
+    if not by_word and not has_provider:
+        raise CliError("give --remote-ref REF, --not-submitted, or --provider-url/--provider-config to look it up")
+    if args.remote_ref is not None and not args.remote_ref.strip():
+        raise CliError("--remote-ref must not be empty")
+    settled_by = args.by or f"{os.environ.get('USER') or getpass.getuser()}@{socket.gethostname()}"
+    with open_cli_store(args) as store:
+        ledger = SubmissionLedger(store)
+        try:
+            ledger.check_reconcilable(args.episode_id)  # before any credential is read
+            provider = _provider(args) if has_provider else None
+            episode = ledger.reconcile(
+                args.episode_id,
+                provider=provider,
+                remote_ref=args.remote_ref,
+                not_submitted=args.not_submitted,
+                settled_by=settled_by,
+            )
+        except NotReconcilable as exc:
+            raise CliError(str(exc), EXIT["conflict"]) from exc
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+    sub = episode.submission
+    print_json(episode.to_dict())
+    what = f"accepted {sub.remote_ref}" if sub.remote_ref and sub.state.value == "accepted" else sub.state.value
+    how = f"{sub.settled_how}; by {sub.settled_by} at {sub.settled_at}"
+    sys.stderr.write(f"settled {episode.episode_id}: {what} ({how})\n")
+    return EXIT["ok"]
+
+
+def _provider(args: argparse.Namespace) -> Any:
+    from ..paid.http import HttpPaidProvider, HttpProviderConfig
+
+    if args.provider_config is not None:
+        try:
+            with open(args.provider_config, encoding="utf-8") as handle:
+                config = HttpProviderConfig.from_dict(json.load(handle))
+        except (OSError, ValueError) as exc:  # InvalidIdentifier is a ValueError
+            raise CliError(f"cannot read --provider-config {args.provider_config}: {exc}") from exc
+    else:
+        config = HttpProviderConfig(base_url=args.provider_url, lookup_path=args.lookup_path, ref_path=args.ref_path)
+    if config.lookup_path is None:
+        raise CliError("the provider config has no lookup_path: settle with --remote-ref or --not-submitted")
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        raise CliError(f"looking the token up needs the provider credential in ${TOKEN_ENV}")
+    header = os.environ.get(HEADER_ENV)
+    if header:
+        return HttpPaidProvider(config, auth_header=header, auth_value=token)
+    return HttpPaidProvider(config, auth_header="Authorization", auth_value=f"Bearer {token}")

@@ -1,0 +1,247 @@
+"""The ledger against the real provider server: terminal states, lost answers, budgets, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent_jobs import (
+    BudgetExceeded,
+    Episode,
+    EpisodeNotFound,
+    EpisodeStore,
+    InvalidIdentifier,
+    StoreCorrupted,
+    SubmissionState,
+    SubmissionStateUnknown,
+)
+from airflow_idempotent_jobs.paid import (
+    ProviderOutcomeUnknown,
+    ProviderUnavailable,
+    SubmissionInProgress,
+    SubmissionLedger,
+    idempotency_token,
+    wait_for_terminal,
+)
+from airflow_idempotent_jobs.paid.http import HttpPaidProvider
+from airflow_idempotent_jobs.paid.server import ProviderServer
+from tests.backends import FileBackend
+from tests.paid.support import CAPABILITIES, jobs_for, provider_for
+
+REQUEST = {"prompt": "weekly video", "units": 2}
+
+
+def _poll(ledger: SubmissionLedger, eid: str, provider: HttpPaidProvider) -> None:
+    wait_for_terminal(ledger, eid, provider, timeout=10, initial_delay=0.01, max_delay=0.1)
+
+
+def test_token_is_stable_and_scoped() -> None:
+    assert idempotency_token("ns1", "2026-W32-0") == idempotency_token("ns1", "2026-W32-0")
+    assert idempotency_token("ns1", "2026-W32-0") != idempotency_token("ns2", "2026-W32-0")
+    assert idempotency_token("ns1", "2026-W32-0") != idempotency_token("ns1", "2026-W32-1")
+    with pytest.raises(InvalidIdentifier):
+        idempotency_token("ns1", "2026-W32-01")
+
+
+def test_retry_after_succeeded_makes_no_call(file_store: EpisodeStore, server: ProviderServer) -> None:
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    ledger.submit(eid, provider, REQUEST)
+    _poll(ledger, eid, provider)
+    done = file_store.get(eid)
+    assert done.submission.state is SubmissionState.SUCCEEDED
+    assert done.submission.cost == 2.5 and done.submission.result["url"].endswith(".mp4")
+    before = server.stats()
+    again = ledger.submit(eid, provider, REQUEST)
+    _poll(ledger, eid, provider)
+    after = server.stats()
+    assert again.submission == done.submission
+    for counter in ("submissions", "accepted", "status_calls", "lookup_calls"):
+        assert after[counter] == before[counter], counter
+
+
+@pytest.mark.parametrize("how", ["validation", "fault"])
+def test_4xx_ends_failed_with_the_providers_message(file_store: EpisodeStore, server: ProviderServer, how: str) -> None:
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    request = {"prompt": ""} if how == "validation" else REQUEST
+    if how == "fault":
+        server.configure(fault="4xx")
+    failed = ledger.submit(eid, provider, request)
+    assert failed.submission.state is SubmissionState.FAILED
+    assert "prompt must not be empty" in (failed.submission.error or "")
+    assert "HTTP 422" in (failed.submission.error or "")
+    assert server.accepted() == 0 and server.submissions() == 1
+    assert ledger.submit(eid, provider, REQUEST).submission.state is SubmissionState.FAILED
+    assert server.submissions() == 1, "a terminal state is final: no call"
+
+
+@pytest.mark.parametrize("capability", list(CAPABILITIES))
+def test_dropped_connection_is_unknown_never_failed(
+    file_store: EpisodeStore, server: ProviderServer, capability: str
+) -> None:
+    server.configure(**CAPABILITIES[capability], fault="drop_after_accept")
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    expected = SubmissionStateUnknown if capability == "c-neither" else ProviderOutcomeUnknown
+    with pytest.raises(expected):
+        ledger.submit(eid, provider, REQUEST)
+    lost = file_store.get(eid).submission
+    assert lost.state is SubmissionState.UNKNOWN
+    assert lost.remote_ref is None and lost.error
+    assert server.accepted(token) == 1
+    (job,) = jobs_for(server, token)
+    if capability == "c-neither":
+        with pytest.raises(SubmissionStateUnknown):
+            ledger.submit(eid, provider, REQUEST)
+        assert server.submissions() == 1
+        assert file_store.get(eid).submission == lost
+    else:
+        resumed = ledger.submit(eid, provider, REQUEST)
+        assert resumed.submission.state is SubmissionState.ACCEPTED
+        assert resumed.submission.remote_ref == job
+        assert server.accepted(token) == 1
+
+
+@pytest.mark.parametrize("fault", ["5xx", "5xx_after_accept"])
+def test_5xx_with_tokens_retries_safely(file_store: EpisodeStore, server: ProviderServer, fault: str) -> None:
+    server.configure(fault=fault)
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    with pytest.raises(ProviderOutcomeUnknown, match="HTTP 50"):
+        ledger.submit(eid, provider, REQUEST)
+    assert file_store.get(eid).submission.state is SubmissionState.UNKNOWN
+    resumed = ledger.submit(eid, provider, REQUEST)
+    assert resumed.submission.state is SubmissionState.ACCEPTED
+    assert resumed.submission.attempts == 2
+    assert jobs_for(server, token) == [resumed.submission.remote_ref]
+    assert server.submissions(token) == 2 and server.accepted(token) == 1
+
+
+def test_slow_answer_is_unknown(file_store: EpisodeStore, server: ProviderServer) -> None:
+    server.configure(fault="slow", slow_seconds=3)
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger, provider = SubmissionLedger(file_store), provider_for(server, read_timeout=0.3)
+    with pytest.raises(ProviderOutcomeUnknown, match="ReadTimeout"):
+        ledger.submit(eid, provider, REQUEST)
+    assert file_store.get(eid).submission.state is SubmissionState.UNKNOWN
+
+
+def test_connection_refused_sends_nothing_and_forgets_the_attempt(file_store: EpisodeStore) -> None:
+    with socket.socket() as probe:  # a port that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with ProviderServer(port=0) as server:
+        config = server.provider_config(base_url=f"http://127.0.0.1:{port}", connect_retries=1)
+    provider = HttpPaidProvider(config, auth_header="Authorization", auth_value="Bearer x")
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    with pytest.raises(ProviderUnavailable, match="not reachable after 2 tries"):
+        SubmissionLedger(file_store).submit(eid, provider, REQUEST)
+    sub = file_store.get(eid).submission
+    assert sub.state is SubmissionState.NONE and "not reachable" in (sub.error or "")
+
+
+def test_budget_refusal_sends_nothing_and_changes_nothing(tmp_path: Path, server: ProviderServer) -> None:
+    backend = FileBackend(tmp_path / "store")
+    store = backend.open()
+    first = store.allocate("2026-W32", "first").episode_id
+    second = store.allocate("2026-W32", "second").episode_id
+    other_week = store.allocate("2026-W33", "other").episode_id
+    ledger, provider = SubmissionLedger(store, weekly_budget=3.0), provider_for(server)
+
+    snapshot = backend.snapshot()
+    with pytest.raises(BudgetExceeded, match="weekly budget 3 for 2026-W32") as refused:
+        ledger.submit(first, provider, REQUEST, estimated_cost=4.0)
+    assert (refused.value.spent, refused.value.requested) == (0.0, 4.0)
+    assert server.submissions() == 0 and backend.snapshot() == snapshot
+
+    ledger.submit(first, provider, REQUEST, estimated_cost=2.0)
+    _poll(ledger, first, provider)
+    assert store.get(first).submission.cost == 2.5  # the provider's figure replaces the estimate
+    sent = server.submissions()
+    snapshot = backend.snapshot()
+    with pytest.raises(BudgetExceeded) as refused:
+        ledger.submit(second, provider, REQUEST, estimated_cost=1.0)
+    assert refused.value.spent == 2.5
+    assert server.submissions() == sent and backend.snapshot() == snapshot
+    assert ledger.submit(second, provider, REQUEST, estimated_cost=0.5).submission.state is SubmissionState.ACCEPTED
+    # Another week has its own budget.
+    assert ledger.submit(other_week, provider, REQUEST, estimated_cost=3.0).submission.state is SubmissionState.ACCEPTED
+
+
+def test_unknown_and_malformed_ids_send_nothing(file_store: EpisodeStore, server: ProviderServer) -> None:
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    with pytest.raises(EpisodeNotFound):
+        ledger.submit("2026-W32-7", provider, REQUEST)
+    for bad in ("2026-W32-07", "2026-W54-0", "../etc", ""):
+        with pytest.raises(InvalidIdentifier):
+            ledger.submit(bad, provider, REQUEST)
+    stats = server.stats()
+    assert stats["submissions"] == stats["unauthorized"] == stats["lookup_calls"] == 0
+
+
+@pytest.mark.parametrize("damage", ["not-json", "unknown-version", "bad-state", "accepted-without-ref"])
+def test_corrupt_submission_record_fails_closed(tmp_path: Path, server: ProviderServer, damage: str) -> None:
+    backend = FileBackend(tmp_path / "store")
+    store = backend.open()
+    eid = store.allocate("2026-W32", "k").episode_id
+    if damage in ("not-json", "unknown-version"):
+        backend.corrupt(eid, damage)
+    else:
+        path = backend.state_path(eid)
+        record = json.loads(path.read_text())
+        record["submission"]["state"] = "accepted-ish" if damage == "bad-state" else "accepted"
+        record["submission"]["token"] = "t"
+        path.write_text(json.dumps(record))
+    snapshot = backend.snapshot()
+    with pytest.raises(StoreCorrupted):
+        SubmissionLedger(store).submit(eid, provider_for(server), REQUEST)
+    assert server.submissions() == 0 and backend.snapshot() == snapshot
+
+
+def test_live_claim_elsewhere_blocks_until_its_lease_ends(file_store: EpisodeStore, server: ProviderServer) -> None:
+    """A `submitting` intent written on another host is in flight until the lease says otherwise."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    now = dt.datetime.now(dt.timezone.utc)
+    token = idempotency_token(file_store.namespace, eid)
+
+    def claimed_elsewhere(episode: Episode) -> Episode:
+        sub = episode.submission.moved_to(
+            SubmissionState.SUBMITTING,
+            episode_id=eid,
+            token=token,
+            attempts=1,
+            claimed_by="other-host.invalid:4242:cafe",
+            claimed_at=now.isoformat(),
+        )
+        return dataclasses.replace(episode, submission=sub)
+
+    file_store.update(eid, claimed_elsewhere)
+    provider = provider_for(server)
+    with pytest.raises(SubmissionInProgress, match=r"other-host\.invalid"):
+        SubmissionLedger(file_store, clock=lambda: now).submit(eid, provider, REQUEST)
+    assert server.submissions() == 0
+    later = SubmissionLedger(file_store, clock=lambda: now + dt.timedelta(seconds=901))
+    assert later.submit(eid, provider, REQUEST).submission.state is SubmissionState.ACCEPTED
+    assert server.accepted(token) == 1
+
+
+def test_a_late_status_never_reopens_a_terminal_submission(file_store: EpisodeStore, server: ProviderServer) -> None:
+    from airflow_idempotent_jobs.paid import RemoteState, RemoteStatus
+
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    ledger.submit(eid, provider, REQUEST)
+    ledger.record_status(eid, RemoteStatus(RemoteState.RUNNING, cost=1.0))
+    assert file_store.get(eid).submission.remote_state == "running"
+    ledger.record_status(eid, RemoteStatus(RemoteState.FAILED, cost=1.5, error="provider said no"))
+    done = ledger.record_status(eid, RemoteStatus(RemoteState.SUCCEEDED, cost=9.0))
+    assert done.submission.state is SubmissionState.FAILED
+    assert (done.submission.cost, done.submission.error) == (1.5, "provider said no")
