@@ -1,0 +1,115 @@
+"""`CheckEpisodesOperator`: a DAG verifies a week (or named episodes) before publishing it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from ._common import AirflowFailException, fail_or_retry, open_task_store
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from ..check import Problem
+
+__all__ = ["CheckEpisodesOperator"]
+
+
+class CheckEpisodesOperator(BaseOperator):
+    """Run the read-only checker; any finding fails the task without retry, every finding logged.
+
+    Returns the ids of the episodes it checked (an empty list when it checked the whole store).
+
+    :param episode_ids: templated: one id, ids separated by commas or spaces, or a list
+        (typically ``{{ ti.xcom_pull('allocate') }}``).
+    :param week: templated ``YYYY-Www``: check every episode of that week.
+    :param manifest: templated path of a migration manifest: also check that nothing it lists was lost.
+    :param require_episodes: with ``week``, an empty week is a failure (nothing to publish).
+    :param max_reported: how many findings the failure message lists (all are logged).
+    :param store: templated store URL (path, ``file://`` or ``postgresql://``).
+    :param store_conn_id: a Connection naming the store.
+    """
+
+    template_fields: Sequence[str] = ("episode_ids", "week", "manifest", "store")
+    ui_color = "#fdf1dc"
+
+    def __init__(
+        self,
+        *,
+        episode_ids: str | Sequence[str] | None = None,
+        week: str | None = None,
+        manifest: str | None = None,
+        require_episodes: bool = True,
+        max_reported: int = 20,
+        store: str | None = None,
+        store_conn_id: str | None = None,
+        lock_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.episode_ids = episode_ids
+        self.week = week
+        self.manifest = manifest
+        self.require_episodes = require_episodes
+        self.max_reported = max_reported
+        self.store = store
+        self.store_conn_id = store_conn_id
+        self.lock_timeout = lock_timeout
+
+    def execute(self, context: Context) -> list[str]:
+        try:
+            problems, ids, where = self._check()
+        except AirflowFailException:
+            raise
+        except Exception as exc:
+            fail_or_retry(exc)
+        scope = ", ".join(ids) if ids else "every episode"
+        if not problems:
+            self.log.info("check of %s in %s: no problems", scope, where)
+            return ids
+        for problem in problems:
+            self.log.error("%s", problem)
+        shown = [str(p) for p in problems[: self.max_reported]]
+        if len(problems) > len(shown):
+            shown.append(f"... and {len(problems) - len(shown)} more (see the log)")
+        raise AirflowFailException(
+            f"check of {scope} in {where} found {len(problems)} problem{'s' if len(problems) != 1 else ''}:\n"
+            + "\n".join(shown)
+        )
+
+    def _requested_ids(self) -> list[str]:
+        raw = self.episode_ids
+        if raw is None:
+            return []
+        items = re.split(r"[\s,]+", raw) if isinstance(raw, str) else [str(item) for item in raw]
+        return [item for item in items if item]
+
+    def _check(self) -> tuple[list[Problem], list[str], str]:
+        from pathlib import Path
+
+        from ..check import check_store
+        from ..errors import StoreCorrupted
+        from ..identity import EpisodeId, WeekId
+        from ..manifest import load_manifest
+
+        ids = [str(EpisodeId.parse(item)) for item in self._requested_ids()]
+        week = WeekId.parse(self.week) if self.week else None
+        manifest = load_manifest(Path(self.manifest)) if self.manifest else None
+        store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+        try:
+            if week is not None:
+                try:
+                    listed = [episode.episode_id for episode in store.list(week)]
+                except StoreCorrupted as exc:
+                    # The week cannot even be listed: check the whole store, so the damage is reported.
+                    self.log.warning("week %s cannot be listed (%s): checking the whole store", week, exc)
+                    return check_store(store, [], manifest), [], store.location
+                ids += [i for i in listed if i not in ids]
+                if not ids and self.require_episodes:
+                    raise AirflowFailException(f"week {week} has no episodes in {store.location}: nothing to verify")
+            return check_store(store, ids, manifest), ids, store.location
+        finally:
+            store.close()
