@@ -1,0 +1,53 @@
+"""Run the real ``idempotent-jobs`` command in a child process, as an operator or a script would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: Every child is bounded: a hang fails the test instead of stalling the suite.
+CHILD_TIMEOUT = 60
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def error_line(self) -> str:
+        """The single stderr line of an expected error (asserts there is exactly one, and no traceback)."""
+        lines = self.stderr.splitlines()
+        assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
+        assert "Traceback" not in self.stderr
+        return lines[0]
+
+
+def run_cli(*args: str, env: Mapping[str, str] | None = None) -> Result:
+    """``python -m airflow_idempotent_jobs ARGS``; ``IDEMPOTENT_JOBS_STORE`` is unset unless ``env`` sets it."""
+    child_env = {k: v for k, v in os.environ.items() if k != "IDEMPOTENT_JOBS_STORE"}
+    child_env.update(env or {})
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_idempotent_jobs", *args],
+        capture_output=True,
+        text=True,
+        env=child_env,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_python(code: str, *args: str) -> Result:
+    """``python -c CODE ARGS``: another process using the library directly."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
