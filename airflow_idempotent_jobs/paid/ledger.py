@@ -284,10 +284,11 @@ class SubmissionLedger:
                 raise IllegalTransition(eid, sub.state.value, status.state.value)
             cost = status.cost if status.cost is not None else sub.cost
             if status.state is RemoteState.SUCCEEDED:
-                return self._moved(ep, _S.SUCCEEDED, "remote job succeeded", cost=cost, result=status.result)
+                done = {"cost": cost, "remote_state": status.state.value}
+                return self._moved(ep, _S.SUCCEEDED, "remote job succeeded", result=status.result, **done)
             if status.state is RemoteState.FAILED:
                 error = status.error or "the remote job failed"
-                return self._moved(ep, _S.FAILED, "remote job failed", cost=cost, error=error)
+                return self._moved(ep, _S.FAILED, "remote job failed", cost=cost, error=error, remote_state="failed")
             if (sub.remote_state, sub.cost) == (status.state.value, cost):
                 return ep
             updated = dataclasses.replace(sub, remote_state=status.state.value, cost=cost)
