@@ -278,7 +278,11 @@ def scan_legacy(root: Path) -> LegacyScan:
     history, history_sha = _read_history(root)
     jobs: list[LegacyJob] = []
     skipped: list[SkippedSource] = []
-    for name in sorted(os.listdir(root)):
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        raise InvalidIdentifier("legacy directory", str(root), f"unreadable: {exc.strerror}") from exc
+    for name in names:
         path = root / name
         if name.startswith(".") or name == LEGACY_HISTORY_FILE:
             continue

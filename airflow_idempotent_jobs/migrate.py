@@ -32,7 +32,7 @@ from typing import Any, Final
 import filelock
 
 from .episode import Episode, EpisodeStatus, SubmissionState, utc_now
-from .errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreUnavailable
+from .errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from .identity import EpisodeId, WeekId, validate_allocation_key
 from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
 from .manifest import (
@@ -119,7 +119,11 @@ def _journals(store: FileEpisodeStore) -> dict[str, ManifestJob]:
     for name in names:
         if name.startswith(TMP_PREFIX) or not name.endswith(".json"):
             continue
-        entry = ManifestJob.from_dict(read_json(_journal_dir(store) / name))
+        path = _journal_dir(store) / name
+        try:
+            entry = ManifestJob.from_dict(read_json(path))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreCorrupted(str(path), f"unreadable migration journal: {exc}") from exc
         found[str(entry.job.week)] = entry
     return found
 
@@ -210,7 +214,10 @@ def apply_migration(
             jobs=tuple(j.entry for j in plan.jobs),
             skipped=plan.skipped,
         )
-        write_manifest(path.absolute(), manifest)
+        try:
+            write_manifest(path.absolute(), manifest)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot write the manifest {path}: {exc.strerror or exc}") from exc
         result.manifest = path.absolute()
         echo(f"manifest: {result.manifest}")
         for planned in plan.jobs:
@@ -219,6 +226,11 @@ def apply_migration(
                 episode, left = _migrate_one(store, planned, result.manifest, __version__)
             except MigrationError as exc:
                 result.skipped.append(SkippedSource(source, str(exc)))
+                continue
+            except OSError as exc:
+                # Resumable like a kill: the journal (if written) makes the next run pick it up.
+                where = exc.filename or source
+                result.skipped.append(SkippedSource(source, f"stopped at {where}: {exc.strerror or exc}"))
                 continue
             result.migrated.append((str(planned.entry.job.week), episode.episode_id))
             echo(_done_line(planned, episode))
@@ -248,7 +260,12 @@ def _migrate_one(
         journal.parent.mkdir(parents=True, exist_ok=True)
         fsync_dir(journal.parent.parent)
         write_durable(journal, entry.to_dict())
-    episode = store.allocate(job.week, entry.allocation_key)
+    try:
+        episode = store.allocate(job.week, entry.allocation_key)
+    except AllocationConflict as exc:
+        if not planned.resume:
+            journal.unlink(missing_ok=True)
+        raise MigrationError(str(exc)) from exc
     record = episode.metadata.get(MIGRATION_KEY)
     foreign = isinstance(record, dict) and record.get("source") != str(job.source)
     if episode.reused and (foreign or (MIGRATION_KEY not in episode.metadata and not planned.resume)):

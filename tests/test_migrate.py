@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,3 +178,55 @@ def test_across_file_systems_files_are_copied_verified_then_deleted(
     assert run(capsys, "--store", str(store_path), "check", "--manifest", str(manifest_of(out)))[0] == 0
     leftovers = [p for p in (store_path / "episodes").rglob(".tmp-*")]
     assert leftovers == []
+
+
+TRIPWIRE = r"""
+import os, socket, sys
+
+reads = []
+
+class Recording(dict):
+    def __getitem__(self, key):
+        reads.append(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        reads.append(key)
+        return super().get(key, default)
+
+os.environ = Recording(os.environ)
+
+def no_network(*args, **kwargs):
+    raise AssertionError("the migration opened a socket")
+
+socket.socket = no_network
+socket.create_connection = no_network
+from pathlib import Path
+from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.migrate import apply_migration
+
+result = apply_migration(FileEpisodeStore(sys.argv[1]), Path(sys.argv[2]))
+assert len(result.migrated) == 4, result
+secret = [k for k in reads if any(w in k.upper() for w in ("CONN", "SECRET", "TOKEN", "PASSWORD", "API_KEY"))]
+loaded = [m for m in sys.modules if m.split(".")[0] in ("airflow", "httpx") or ".paid" in m or ".hooks" in m]
+print(secret, loaded)
+"""
+
+
+def test_migration_reads_no_credentials_and_opens_no_connection(tmp_path: Path) -> None:
+    legacy = make_legacy(tmp_path / "legacy")
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_ACME_VIDEO": "http://user:hunter2@127.0.0.1:9/",
+        "ACME_API_KEY": "hunter2",
+        "VOXLY_TOKEN": "hunter2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", TRIPWIRE, str(tmp_path / "store"), str(legacy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "[] []\n"

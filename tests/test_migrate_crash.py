@@ -76,6 +76,13 @@ def test_killed_apply_completes_on_rerun(capsys, tmp_path: Path, total_calls: in
     kill_at = min(total_calls, max(1, round(share * total_calls)))
     code, _ = run_child(tmp_path, kill_at, legacy, store)
     assert code == -signal.SIGKILL
+    # A dry run of the half-done migration changes nothing and names what it would resume.
+    before = tree(tmp_path)
+    main(["--store", str(store), "migrate", "--from", str(legacy)])
+    out = capsys.readouterr()[0]
+    assert tree(tmp_path) == before
+    journals = list((store / "migrations" / "journal").glob("*.json"))
+    assert out.count("(resume)") == len(journals)
 
     assert main(["--store", str(store), "migrate", "--from", str(legacy), "--apply"]) == 1
     out, err = capsys.readouterr()
