@@ -15,6 +15,7 @@ def get_provider_info() -> dict[str, Any]:
     ``package-name`` must equal the distribution name: the providers manager checks it.
     """
     from . import __version__
+    from .hooks._ui import HTTP_PROVIDER_FIELDS, STORE_FIELDS, as_provider_info
 
     return {
         "package-name": "airflow-idempotent-jobs",
@@ -53,10 +54,14 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "connection-type": "idempotent_jobs_store",
                 "hook-class-name": "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook",
+                "hook-name": "Idempotent Jobs Store",
+                "ui-field-behaviour": as_provider_info(STORE_FIELDS),
             },
             {
                 "connection-type": "idempotent_jobs_http",
                 "hook-class-name": "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook",
+                "hook-name": "Idempotent Jobs HTTP Provider",
+                "ui-field-behaviour": as_provider_info(HTTP_PROVIDER_FIELDS),
             },
         ],
     }

@@ -1,0 +1,75 @@
+"""What both operators share: store selection and the translation of our errors into Airflow's.
+
+Kept free of heavy imports at module level: DAG files import the operators, and Airflow parses
+DAG files constantly.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+try:
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # Airflow < 3.2
+    from airflow.exceptions import AirflowFailException  # type: ignore[attr-defined,no-redef,unused-ignore]
+
+if TYPE_CHECKING:
+    from ..stores import EpisodeStore
+
+__all__ = ["AirflowFailException", "DEFAULT_STORE_DIRNAME", "default_store_path", "open_task_store", "fail_or_retry"]
+
+#: The embedded default store lives here, under ``$AIRFLOW_HOME``.
+DEFAULT_STORE_DIRNAME = "idempotent_jobs"
+
+
+def default_store_path() -> Path:
+    """``$AIRFLOW_HOME/idempotent_jobs``; Airflow's own default home is ``~/airflow``."""
+    home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+    return Path(home) / DEFAULT_STORE_DIRNAME
+
+
+def open_task_store(store: str | None, store_conn_id: str | None, lock_timeout: float | None) -> EpisodeStore:
+    """``store=`` (a URL) wins, then ``store_conn_id=``, else the file store under ``$AIRFLOW_HOME``."""
+    from ..stores import open_store
+
+    options = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+    if store:
+        return open_store(store, **options)
+    if store_conn_id:
+        from ..hooks.store import EpisodeStoreHook
+
+        return EpisodeStoreHook(store_conn_id, lock_timeout=lock_timeout).store
+    return open_store(default_store_path(), **options)
+
+
+def fail_or_retry(exc: Exception) -> NoReturn:
+    """Re-raise ``exc`` as Airflow should see it.
+
+    Errors that a retry cannot fix (bad ids, conflicts, corrupt files, unknown episodes, an
+    uncertain paid submission) fail the task without retry; everything else, notably
+    `StoreUnavailable` (lock timeout, database down), stays retryable.
+    """
+    from ..errors import (
+        AllocationConflict,
+        BudgetExceeded,
+        EpisodeNotFound,
+        IllegalTransition,
+        InvalidIdentifier,
+        StoreCorrupted,
+        SubmissionStateUnknown,
+    )
+
+    final = (
+        InvalidIdentifier,
+        AllocationConflict,
+        StoreCorrupted,
+        EpisodeNotFound,
+        IllegalTransition,
+        SubmissionStateUnknown,
+        BudgetExceeded,
+    )
+    if isinstance(exc, final):
+        raise AirflowFailException(str(exc)) from exc
+    raise exc

@@ -1,0 +1,246 @@
+"""`PaidGenerationOperator`: run the paid job of an existing episode, at most once.
+
+Order matters (DESIGN.md): validate the episode id, load the episode, check its state, and only
+then read credentials and build the provider client. A bad id therefore fails the task without
+retry before any connection, variable or secret is looked up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
+
+from airflow.sdk import BaseOperator
+
+from ._common import AirflowFailException, fail_or_retry, open_task_store
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from ..episode import Episode
+    from ..paid.ledger import SubmissionLedger
+    from ..paid.provider import PaidProvider
+    from ..stores import EpisodeStore
+
+__all__ = ["PaidGenerationOperator"]
+
+#: Values a template renders to when the upstream allocation pushed nothing.
+_EMPTY_RENDERINGS: Final = frozenset({"", "None", "null"})
+
+
+class PaidGenerationOperator(BaseOperator):
+    """Submit the episode's paid job through the submission ledger and wait for its outcome.
+
+    It never allocates: ``episode_id`` must name an existing episode (typically
+    ``"{{ ti.xcom_pull('allocate') }}"``). A retry never submits twice: it resumes polling an
+    accepted job, and refuses (no retry) when an earlier submission's outcome was lost, naming the
+    ``idempotent-jobs reconcile`` command to run. Pushes XComs ``remote_ref``, ``state``, ``cost``
+    and returns a summary (episode id, remote ref, state, cost, result).
+
+    :param episode_id: templated id of an existing episode.
+    :param provider_conn_id: an ``idempotent_jobs_http`` Connection (base URL, token, options).
+    :param request: templated JSON-like request sent to the provider.
+    :param deferrable: hand polling to the triggerer instead of holding a worker slot.
+    :param poll_timeout: seconds to wait for a terminal state (per try; a retry resumes polling).
+    :param poll_initial_delay: first delay between status calls; doubles up to ``poll_max_delay``.
+    :param weekly_budget: refuse a submission that would pass the week's spend (provider units).
+    :param estimated_cost: this job's expected cost, counted against ``weekly_budget``.
+    :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
+    """
+
+    template_fields: Sequence[str] = ("episode_id", "request", "store")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"request": "json"}
+    ui_color = "#fdf1dc"
+
+    def __init__(
+        self,
+        *,
+        episode_id: str | None,
+        provider_conn_id: str,
+        request: Mapping[str, Any] | None = None,
+        store: str | None = None,
+        store_conn_id: str | None = None,
+        lock_timeout: float | None = None,
+        deferrable: bool = False,
+        poll_timeout: float = 3600.0,
+        poll_initial_delay: float = 1.0,
+        poll_max_delay: float = 30.0,
+        weekly_budget: float | None = None,
+        estimated_cost: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.episode_id = episode_id
+        self.provider_conn_id = provider_conn_id
+        self.request = request
+        self.store = store
+        self.store_conn_id = store_conn_id
+        self.lock_timeout = lock_timeout
+        self.deferrable = deferrable
+        self.poll_timeout = poll_timeout
+        self.poll_initial_delay = poll_initial_delay
+        self.poll_max_delay = poll_max_delay
+        self.weekly_budget = weekly_budget
+        self.estimated_cost = estimated_cost
+
+    # -- the steps, in the order DESIGN.md requires ------------------------------------------------
+    def execute(self, context: Context) -> dict[str, Any]:
+        eid = self._validated_episode_id()
+        store = self._open_store()
+        try:
+            episode = self._load(store, eid)
+            if episode.submission.state.terminal:
+                self.log.info("Episode %s: submission already %s; nothing sent", eid, episode.submission.state.value)
+                return self._finish(context, episode)
+            provider = self._provider()  # the first place a connection or secret is read
+            episode = self._submit(store, eid, provider)
+            if episode.submission.state.terminal:
+                return self._finish(context, episode)
+            if self.deferrable:
+                self._defer(episode)
+            return self._finish(context, self._poll(store, eid, provider))
+        finally:
+            store.close()
+
+    def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the trigger: record its final status through the ledger."""
+        from ..paid.provider import RemoteState, RemoteStatus
+
+        if not isinstance(event, Mapping) or event.get("status") not in ("terminal", "error"):
+            raise AirflowFailException(f"unexpected trigger event for {self.task_id}: {event!r}")
+        eid = self._validated_episode_id()
+        if event.get("episode_id") != eid:
+            raise AirflowFailException(f"trigger event for episode {event.get('episode_id')!r}, expected {eid}")
+        if event["status"] == "error":
+            # The trigger could not poll (for example the provider refused our token): retry.
+            raise RuntimeError(f"episode {eid}: polling in the triggerer failed: {event.get('message')}")
+        try:
+            status = RemoteStatus(
+                state=RemoteState(event["state"]),
+                cost=None if event.get("cost") is None else float(event["cost"]),
+                result=event.get("result"),
+                error=event.get("error"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AirflowFailException(f"malformed trigger event for episode {eid}: {event!r}") from exc
+        store = self._open_store()
+        try:
+            try:
+                episode = self._ledger(store).record_status(eid, status)
+            except Exception as exc:
+                fail_or_retry(exc)
+            self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
+            return self._finish(context, episode)
+        finally:
+            store.close()
+
+    def _validated_episode_id(self) -> str:
+        from ..errors import InvalidIdentifier
+        from ..identity import EpisodeId
+
+        raw = self.episode_id
+        if raw is None or (isinstance(raw, str) and raw.strip() in _EMPTY_RENDERINGS):
+            raise AirflowFailException(
+                f"{self.task_id}: episode_id is empty ({raw!r}); it must name an existing episode, "
+                "e.g. \"{{ ti.xcom_pull('allocate') }}\""
+            )
+        try:
+            return str(EpisodeId.parse(raw.strip() if isinstance(raw, str) else raw))
+        except InvalidIdentifier as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+
+    def _open_store(self) -> EpisodeStore:
+        try:
+            return open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+        except Exception as exc:
+            fail_or_retry(exc)
+
+    def _load(self, store: EpisodeStore, eid: str) -> Episode:
+        try:
+            return store.get(eid)
+        except Exception as exc:
+            fail_or_retry(exc)
+
+    def _provider(self) -> PaidProvider:
+        from ..hooks.http_provider import HttpPaidProviderHook
+
+        # `PaidProvider` declares ``capabilities`` as a plain attribute, `HttpPaidProvider` as a
+        # read-only property: the same thing at run time, a mismatch for mypy only.
+        return cast("PaidProvider", HttpPaidProviderHook(self.provider_conn_id).get_provider())
+
+    def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
+        from ..paid.ledger import SubmissionLedger
+
+        return SubmissionLedger(store, weekly_budget=self.weekly_budget)
+
+    def _submit(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
+        from ..errors import SubmissionStateUnknown
+
+        try:
+            episode = self._ledger(store).submit(
+                eid, provider, dict(self.request or {}), estimated_cost=self.estimated_cost
+            )
+        except SubmissionStateUnknown as exc:
+            raise AirflowFailException(
+                f"{exc} -- not retrying: a second submission could be paid twice. "
+                f"After checking with the provider, run: {exc.command}"
+            ) from exc
+        except Exception as exc:
+            fail_or_retry(exc)
+        sub = episode.submission
+        self.log.info("Episode %s: submission %s (remote ref %s)", eid, sub.state.value, sub.remote_ref)
+        return episode
+
+    def _defer(self, episode: Episode) -> None:
+        from ..triggers.paid_job import PaidJobTrigger
+
+        sub = episode.submission
+        assert sub.remote_ref is not None
+        self.defer(
+            trigger=PaidJobTrigger(
+                episode_id=episode.episode_id,
+                remote_ref=sub.remote_ref,
+                provider_conn_id=self.provider_conn_id,
+                poll_initial_delay=self.poll_initial_delay,
+                poll_max_delay=self.poll_max_delay,
+            ),
+            method_name="execute_complete",
+            timeout=dt.timedelta(seconds=self.poll_timeout),
+        )
+
+    def _poll(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
+        from ..paid.poll import wait_for_terminal
+
+        try:
+            return wait_for_terminal(
+                self._ledger(store),
+                eid,
+                provider,
+                timeout=self.poll_timeout,
+                initial_delay=self.poll_initial_delay,
+                max_delay=self.poll_max_delay,
+            )
+        except Exception as exc:
+            fail_or_retry(exc)
+
+    def _finish(self, context: Context, episode: Episode) -> dict[str, Any]:
+        sub = episode.submission
+        ti = context["ti"]
+        ti.xcom_push(key="remote_ref", value=sub.remote_ref)
+        ti.xcom_push(key="state", value=sub.state.value)
+        ti.xcom_push(key="cost", value=sub.cost)
+        summary = {
+            "episode_id": episode.episode_id,
+            "remote_ref": sub.remote_ref,
+            "state": sub.state.value,
+            "cost": sub.cost,
+            "result": sub.result,
+        }
+        if sub.state.value != "succeeded":
+            raise AirflowFailException(
+                f"episode {episode.episode_id}: paid job {sub.remote_ref} ended {sub.state.value}"
+                f"{': ' + sub.error if sub.error else ''}; not retrying (the job is settled: a retry cannot change it)"
+            )
+        self.log.info("Episode %s: paid job %s succeeded, cost %s", episode.episode_id, sub.remote_ref, sub.cost)
+        return summary

@@ -1,0 +1,3 @@
+"""Triggers run by Airflow's triggerer (deferrable operators)."""
+
+from __future__ import annotations

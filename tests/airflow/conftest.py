@@ -1,0 +1,150 @@
+"""Real Airflow for tests: one throwaway AIRFLOW_HOME (SQLite, migrated once per session), a DAGs
+folder of its own, and one process that runs every ``dag.test()`` scenario (see scenarios.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+#: Test DAGs plus the example DAG that DAG authors copy: it must parse and run too.
+DAG_SOURCES = [*sorted((HERE / "dags").glob("*.py")), REPO / "example_dags" / "weekly_media_pipeline.py"]
+
+
+@dataclass
+class AirflowHome:
+    home: Path
+    dags: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def airflow(self, *args: str, timeout: float = 180, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        """The real ``airflow`` CLI against this home."""
+        return subprocess.run(
+            [str(BIN / "airflow"), *args],
+            env={**self.env, **extra_env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.home,
+        )
+
+
+def airflow_env(home: Path, dags: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
+    home = tmp_path_factory.mktemp("airflow-home")
+    dags = home / "dags"
+    dags.mkdir()
+    for source in DAG_SOURCES:
+        if source.exists():
+            shutil.copy(source, dags / source.name)
+    af = AirflowHome(home, dags, airflow_env(home, dags))
+    done = af.airflow("db", "migrate", timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return af
+
+
+@dataclass
+class RunningProvider:
+    """The local provider server, in its own OS process."""
+
+    url: str
+    token: str
+
+    def connection(self, **config: Any) -> str:
+        """An ``AIRFLOW_CONN_*`` value: host = base URL, password = token, extra = the JSON layout."""
+        from airflow_idempotent_jobs.paid.server import server_provider_config
+
+        extra = server_provider_config(self.url).to_dict()
+        del extra["base_url"]  # the host field carries it
+        extra.update(config)
+        return json.dumps(
+            {"conn_type": "idempotent_jobs_http", "host": self.url, "password": self.token, "extra": extra}
+        )
+
+
+@pytest.fixture(scope="session")
+def provider_server() -> Iterator[RunningProvider]:
+    token = "test-provider-token-" + os.urandom(4).hex()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", "--token", token],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()  # the server prints its URL first
+        assert url.startswith("http://127.0.0.1:"), url
+        yield RunningProvider(url, token)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def scenario_results(
+    airflow_home: AirflowHome, provider_server: RunningProvider, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """Every scenario of scenarios.py, run once in one process; tests assert on parts of it."""
+    work = tmp_path_factory.mktemp("scenarios")
+    out = work / "results.json"
+    env = {
+        **airflow_home.env,
+        "IJ_STORES": str(work / "stores"),
+        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
+        "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
+        "IJ_PROVIDER_URL": provider_server.url,
+        "IJ_PROVIDER_TOKEN": provider_server.token,
+        "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
+        "AIRFLOW_CONN_IJ_PROVIDER": provider_server.connection(),
+        "AIRFLOW_CONN_IJ_PROVIDER_PLAIN": provider_server.connection(tokens_honoured=False, lookup_path=None),
+        "AIRFLOW_CONN_MEDIA_PROVIDER": provider_server.connection(),
+    }
+    log = work / "scenarios.log"
+    with log.open("w") as sink:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.airflow.scenarios", str(out)],
+            env=env,
+            cwd=REPO,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
+    tail = log.read_text(errors="replace")[-4000:]
+    assert done.returncode == 0 and out.exists(), f"scenario runner failed ({done.returncode}):\n{tail}"
+    results: dict[str, Any] = json.loads(out.read_text())
+    assert results["import_errors"] == {}, results["import_errors"]
+    results["_log"] = str(log)
+    yield results
+
+
+def scenario(results: dict[str, Any], name: str) -> dict[str, Any]:
+    """One scenario's result; its traceback becomes the failure message."""
+    data: dict[str, Any] = results[name]
+    assert "error" not in data, data["error"]
+    return data

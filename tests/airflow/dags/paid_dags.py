@@ -1,0 +1,79 @@
+"""Test DAGs for PaidGenerationOperator against the real local provider server."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
+from tests.airflow.support import CrashingPaidGeneration, report_paid, store_for
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.05, "poll_max_delay": 0.2, "poll_timeout": 60}
+
+# Bad episode ids fail on the first try, before the provider connection is looked up.
+with DAG(
+    "ij_paid_bad_ids",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    for task_id, episode_id in (
+        ("unknown", "2026-W32-99"),
+        ("malformed", "2026-W32-007"),
+        ("missing", "{{ ti.xcom_pull(task_ids='no_such_task') }}"),
+    ):
+        CrashingPaidGeneration(
+            task_id=task_id,
+            episode_id=episode_id,
+            provider_conn_id="ij_provider",
+            request={"prompt": "never sent"},
+            store=store_for("ij_paid_bad_ids"),
+        )
+
+# Allocate, pay, report; the paid step crashes after acceptance on try 1 (conf fail_on_try=1).
+for dag_id, deferrable in (("ij_paid_worker", False), ("ij_paid_deferred", True)):
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 2, "retry_delay": dt.timedelta(0)},
+    ):
+
+        @task(task_id="report")
+        def report(**context: Any) -> None:
+            report_paid(context, "generate")
+
+        allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
+        generate = CrashingPaidGeneration(
+            task_id="generate",
+            episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+            provider_conn_id="ij_provider",
+            request={"prompt": "weekly teaser for {{ ti.xcom_pull(task_ids='allocate') }}", "units": 2},
+            store=store_for(dag_id),
+            deferrable=deferrable,
+            **FAST_POLL,
+        )
+        allocate >> generate >> report()
+
+# The provider neither honours tokens nor offers lookup, and the submit answer is lost.
+with DAG(
+    "ij_paid_lost_answer",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_lost_answer")) >> CrashingPaidGeneration(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="ij_provider_plain",
+        request={"prompt": "answer lost"},
+        store=store_for("ij_paid_lost_answer"),
+        **FAST_POLL,
+    )

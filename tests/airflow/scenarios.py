@@ -1,0 +1,184 @@
+"""Run every real-Airflow scenario in ONE process and write what happened as JSON.
+
+``dag.test()`` pays ~20 s of Airflow start-up per process, so the tests start this script once
+(see ``conftest.py``) and assert on its output. Usage: ``python -m tests.airflow.scenarios OUT.json``
+with the environment of the ``airflow_home`` fixture. Each scenario records the real outcome:
+task-instance states and try numbers from the metadata database, what the tasks observed
+(episode ids, XComs), and what the episode store holds afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+Result = dict[str, Any]
+SCENARIOS: dict[str, Callable[[Any], Result]] = {}
+
+
+def scenario(fn: Callable[[Any], Result]) -> Callable[[Any], Result]:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def _observations() -> list[dict[str, Any]]:
+    path = Path(os.environ["IJ_OBSERVATIONS"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def run_dag(
+    bag: Any, dag_id: str, *, logical_date: Any, run_after: Any = None, conf: dict[str, Any] | None = None
+) -> Result:
+    """One ``dag.test()`` run: its task instances and the observations its tasks wrote."""
+    dag = bag.get_dag(dag_id)
+    assert dag is not None, f"DAG {dag_id} not in the bag: {bag.import_errors}"
+    before = len(_observations())
+    dag_run = dag.test(logical_date=logical_date, run_after=run_after or logical_date, run_conf=conf)
+    tis = [
+        {"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state), "try_number": ti.try_number}
+        for ti in sorted(dag_run.get_task_instances(), key=lambda t: (t.task_id, t.map_index))
+    ]
+    return {
+        "run_id": dag_run.run_id,
+        "state": str(dag_run.state),
+        "logical_date": None if dag_run.logical_date is None else dag_run.logical_date.isoformat(),
+        "tis": tis,
+        "observed": _observations()[before:],
+    }
+
+
+def store_contents(path: str | Path) -> list[dict[str, Any]]:
+    from airflow_idempotent_jobs import open_store
+
+    if not Path(path).exists():
+        return []
+    with open_store(path) as store:
+        return [episode.to_dict() for episode in store.list()]
+
+
+def dag_store(dag_id: str) -> Path:
+    return Path(os.environ["IJ_STORES"]) / dag_id
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> Any:
+    return pendulum.datetime(year, month, day, hour, minute, tz="UTC")
+
+
+# -- allocation ---------------------------------------------------------------------------------
+@scenario
+def weekly(bag: Any) -> Result:
+    """Retry after allocation, a cleared (re-run) run, a second run in the week, the next week."""
+    default_store = Path(os.environ["AIRFLOW_HOME"]) / "idempotent_jobs"
+    first = utc(2026, 8, 3, 6)
+    return {
+        "retried": run_dag(bag, "ij_weekly", logical_date=first, conf={"fail_on_try": 1}),
+        "cleared": run_dag(bag, "ij_weekly", logical_date=first),
+        "same_week": run_dag(bag, "ij_weekly", logical_date=utc(2026, 8, 5, 6)),
+        "next_week": run_dag(bag, "ij_weekly", logical_date=utc(2026, 8, 10, 6)),
+        "store": store_contents(default_store),
+    }
+
+
+@scenario
+def iso_year(bag: Any) -> Result:
+    runs = [run_dag(bag, "ij_iso_year", logical_date=utc(*day)) for day in ((2026, 12, 28), (2027, 1, 1), (2027, 1, 4))]
+    return {"runs": runs, "store": store_contents(dag_store("ij_iso_year"))}
+
+
+@scenario
+def berlin(bag: Any) -> Result:
+    run = run_dag(bag, "ij_berlin", logical_date=utc(2026, 8, 2, 22, 30))
+    return {"run": run, "store": store_contents(dag_store("ij_berlin"))}
+
+
+@scenario
+def manual(bag: Any) -> Result:
+    run = run_dag(bag, "ij_manual", logical_date=None, run_after=utc(2026, 8, 12, 9))
+    return {"run": run, "store": store_contents(dag_store("ij_manual"))}
+
+
+@scenario
+def mapped(bag: Any) -> Result:
+    run = run_dag(bag, "ij_mapped", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
+    return {"run": run, "store": store_contents(dag_store("ij_mapped"))}
+
+
+# -- paid generation against the provider server ------------------------------------------------
+def provider(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """The provider server's admin API (counters, behaviour switches)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {os.environ['IJ_PROVIDER_TOKEN']}"}
+    response = httpx.request(method, os.environ["IJ_PROVIDER_URL"] + path, json=body, headers=headers, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def secrets_lookups() -> list[dict[str, Any]]:
+    path = Path(os.environ["IJ_SECRETS_LOG"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def paid_run(bag: Any, dag_id: str, **kwargs: Any) -> Result:
+    before = len(secrets_lookups())
+    run = run_dag(bag, dag_id, **kwargs)
+    return {
+        "run": run,
+        "lookups": secrets_lookups()[before:],
+        "store": store_contents(dag_store(dag_id)),
+        "provider": provider("GET", "/_admin/stats"),
+    }
+
+
+@scenario
+def paid_bad_ids(bag: Any) -> Result:
+    return paid_run(bag, "ij_paid_bad_ids", logical_date=utc(2026, 8, 3, 6))
+
+
+@scenario
+def paid_worker(bag: Any) -> Result:
+    return paid_run(bag, "ij_paid_worker", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
+
+
+@scenario
+def paid_deferred(bag: Any) -> Result:
+    return paid_run(bag, "ij_paid_deferred", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
+
+
+@scenario
+def paid_lost_answer(bag: Any) -> Result:
+    provider("POST", "/_admin/config", {"honour_tokens": False, "lookup": False, "fault": "drop_after_accept"})
+    try:
+        return paid_run(bag, "ij_paid_lost_answer", logical_date=utc(2026, 8, 3, 6))
+    finally:
+        provider("POST", "/_admin/config", {"honour_tokens": True, "lookup": True, "fault": None, "fault_times": 1})
+
+
+def main(out: str, only: list[str]) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
+    for name, fn in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        try:
+            results[name] = fn(bag)
+        except Exception:
+            results[name] = {"error": traceback.format_exc()}
+    Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

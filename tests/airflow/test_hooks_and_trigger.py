@@ -1,0 +1,186 @@
+"""Hooks resolved from real Connections (``AIRFLOW_CONN_*``), and the trigger against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk._shared.module_loading import import_string
+
+from airflow_idempotent_jobs import open_store
+from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
+from airflow_idempotent_jobs.hooks.store import EpisodeStoreHook
+from airflow_idempotent_jobs.paid.ledger import SubmissionLedger
+from airflow_idempotent_jobs.paid.server import ProviderServer, server_provider_config
+from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
+
+pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]
+
+
+def set_conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer(auth_token="hook-test-secret-token", polls_to_finish=3) as srv:
+        yield srv
+
+
+def http_conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, srv: ProviderServer, token: str) -> None:
+    extra = server_provider_config(srv.url).to_dict()
+    del extra["base_url"]
+    set_conn(monkeypatch, conn_id, conn_type="idempotent_jobs_http", host=srv.url, password=token, extra=extra)
+
+
+# -- store hook ---------------------------------------------------------------------------------
+def test_store_hook_opens_the_store_its_connection_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    set_conn(monkeypatch, "ij_store", conn_type="idempotent_jobs_store", host=str(tmp_path / "by-host"))
+    set_conn(
+        monkeypatch, "ij_store_extra", conn_type="idempotent_jobs_store", extra={"url": f"file://{tmp_path}/by-url"}
+    )
+    hook = EpisodeStoreHook("ij_store")
+    allocated = hook.store.allocate("2026-W32", "hook-key")
+    assert open_store(tmp_path / "by-host").get(allocated.episode_id) == allocated
+    assert EpisodeStoreHook("ij_store_extra").store.location == str(tmp_path / "by-url")
+    assert hook.test_connection() == (True, f"episode store reachable at {tmp_path / 'by-host'}")
+
+
+def test_store_hook_builds_a_postgres_url_from_a_postgres_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_conn(
+        monkeypatch,
+        "ij_pg",
+        conn_type="postgres",
+        host="db.internal",
+        port=6543,
+        login="svc",
+        password="p@ss/word",
+        schema="jobs",
+        extra={"sslmode": "require", "unrelated": "x"},
+    )
+    assert (
+        EpisodeStoreHook("ij_pg").get_store_url()
+        == "postgresql://svc:p%40ss%2Fword@db.internal:6543/jobs?sslmode=require"
+    )
+
+
+def test_store_hook_reports_a_connection_without_a_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_conn(monkeypatch, "ij_empty", conn_type="idempotent_jobs_store")
+    ok, message = EpisodeStoreHook("ij_empty").test_connection()
+    assert not ok
+    assert "names no store" in message
+
+
+# -- HTTP provider hook -------------------------------------------------------------------------
+def test_http_hook_test_connection_checks_reachability_and_credentials(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+) -> None:
+    http_conn(monkeypatch, "ij_good", server, server.auth_token)
+    http_conn(monkeypatch, "ij_bad", server, "wrong-token-value")
+    assert HttpPaidProviderHook("ij_good").test_connection() == (
+        True,
+        f"provider reachable at {server.url}; credentials accepted",
+    )
+    ok, message = HttpPaidProviderHook("ij_bad").test_connection()
+    assert not ok and "HTTP 401" in message
+    assert "wrong-token-value" not in message
+    provider = HttpPaidProviderHook("ij_good").get_provider()
+    assert server.auth_token not in repr(provider)
+    assert server.stats()["unauthorized"] == 1
+
+
+def test_http_hook_refuses_unknown_config_keys(monkeypatch: pytest.MonkeyPatch, server: ProviderServer) -> None:
+    set_conn(monkeypatch, "ij_typo", conn_type="idempotent_jobs_http", host=server.url, extra={"stauts_path": "/x"})
+    ok, message = HttpPaidProviderHook("ij_typo").test_connection()
+    assert not ok and "stauts_path" in message
+
+
+# -- trigger ------------------------------------------------------------------------------------
+def test_trigger_serializes_exactly_its_constructor_arguments() -> None:
+    kwargs = {
+        "episode_id": "2026-W32-0",
+        "remote_ref": "job-1",
+        "provider_conn_id": "ij_provider",
+        "poll_initial_delay": 0.5,
+        "poll_max_delay": 4.0,
+    }
+    classpath, serialized = PaidJobTrigger(**kwargs).serialize()  # type: ignore[arg-type]
+    assert serialized == kwargs
+    again = import_string(classpath)(**serialized)
+    assert isinstance(again, PaidJobTrigger)
+    assert again.serialize() == (classpath, kwargs)
+
+
+@pytest.mark.parametrize("bad", [{"episode_id": "2026-W32-007"}, {"remote_ref": ""}, {"poll_initial_delay": -1}])
+def test_trigger_validates_its_arguments(bad: dict[str, Any]) -> None:
+    kwargs: dict[str, Any] = {"episode_id": "2026-W32-0", "remote_ref": "job-1", "provider_conn_id": "c", **bad}
+    with pytest.raises(ValueError):
+        PaidJobTrigger(**kwargs)
+
+
+async def first_event(trigger: PaidJobTrigger) -> tuple[Any, list[Any]]:
+    """The trigger's first event, and anything else it would yield (it must yield exactly one)."""
+    events = [event async for event in trigger.run()]
+    return events[0].payload, events[1:]
+
+
+def test_trigger_polls_asynchronously_until_terminal(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, tmp_path: Path
+) -> None:
+    http_conn(monkeypatch, "ij_async", server, server.auth_token)
+    store = open_store(tmp_path / "store")
+    episode = store.allocate("2026-W32", "trigger-key")
+    provider = HttpPaidProviderHook("ij_async").get_provider()
+    accepted = SubmissionLedger(store).submit(episode.episode_id, provider, {"prompt": "p", "units": 4})
+    ref = accepted.submission.remote_ref
+    assert ref is not None
+    trigger = PaidJobTrigger(
+        episode_id=episode.episode_id, remote_ref=ref, provider_conn_id="ij_async", poll_initial_delay=0.01
+    )
+
+    async def with_heartbeat() -> tuple[Any, list[Any], int]:
+        # A ticker on the same loop keeps running while the trigger waits: nothing blocks the loop.
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        ticker = asyncio.create_task(tick())
+        payload, rest = await asyncio.wait_for(first_event(trigger), timeout=30)
+        stop.set()
+        await ticker
+        return payload, rest, ticks
+
+    payload, rest, ticks = asyncio.run(with_heartbeat())
+    assert rest == []
+    assert payload == {
+        "episode_id": episode.episode_id,
+        "remote_ref": ref,
+        "status": "terminal",
+        "state": "succeeded",
+        "cost": 5.0,
+        "result": {"url": f"https://media.invalid/{ref}.mp4"},
+        "error": None,
+    }
+    assert server.stats()["jobs"][ref]["polls"] == 3
+    assert ticks > 3
+    # The trigger only reads: the ledger still says accepted until execute_complete records it.
+    assert store.get(episode.episode_id).submission.state.value == "accepted"
+
+
+def test_trigger_reports_an_unknown_job_as_an_error_event(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+) -> None:
+    http_conn(monkeypatch, "ij_async", server, server.auth_token)
+    trigger = PaidJobTrigger(episode_id="2026-W32-0", remote_ref="job-missing", provider_conn_id="ij_async")
+    payload, rest = asyncio.run(asyncio.wait_for(first_event(trigger), timeout=30))
+    assert rest == []
+    assert payload["status"] == "error" and "HTTP 404" in payload["message"]

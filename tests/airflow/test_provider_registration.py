@@ -1,0 +1,88 @@
+"""The provider as Airflow sees it: provider info valid against Airflow's own schema, and the
+real ``airflow providers`` CLI listing the package, its hooks, triggers and connection forms."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.resources
+import json
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]  # no stubs; ships with Airflow
+import pytest
+
+from airflow_idempotent_jobs import __version__
+from airflow_idempotent_jobs.get_provider_info import get_provider_info
+from tests.airflow.conftest import AirflowHome
+
+pytestmark = pytest.mark.airflow
+
+
+def airflow_schema(name: str) -> Any:
+    return json.loads(importlib.resources.files("airflow").joinpath(name).read_text())
+
+
+def test_provider_info_is_valid_against_airflows_schema() -> None:
+    info = get_provider_info()
+    jsonschema.validate(info, airflow_schema("provider_info.schema.json"))
+    assert (
+        info["package-name"] == "airflow-idempotent-jobs" == importlib.metadata.metadata(info["package-name"])["Name"]
+    )
+    assert info["versions"] == [__version__]
+    behaviour_schema = airflow_schema("customized_form_field_behaviours.schema.json")
+    for conn in info["connection-types"]:
+        fields = conn["ui-field-behaviour"]
+        jsonschema.validate({k.replace("-", "_"): v for k, v in fields.items()}, behaviour_schema)
+
+
+def test_every_named_module_and_class_imports() -> None:
+    info = get_provider_info()
+    for section in ("operators", "hooks", "triggers"):
+        for entry in info[section]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    for conn in info["connection-types"]:
+        module, _, name = conn["hook-class-name"].rpartition(".")
+        hook = getattr(importlib.import_module(module), name)
+        assert hook.conn_type == conn["connection-type"]
+        assert hook.get_ui_field_behaviour()["relabeling"] == conn["ui-field-behaviour"]["relabeling"]
+
+
+def test_entry_point_is_registered() -> None:
+    (entry,) = [
+        e
+        for e in importlib.metadata.entry_points(group="apache_airflow_provider")
+        if e.value.startswith("airflow_idempotent_jobs")
+    ]
+    assert entry.load() is get_provider_info
+
+
+def test_airflow_cli_lists_the_provider(airflow_home: AirflowHome) -> None:
+    done = airflow_home.airflow("providers", "get", "airflow-idempotent-jobs", "--full", "-o", "json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (listed,) = json.loads(done.stdout)
+    assert listed["package-name"] == "airflow-idempotent-jobs"
+    assert listed["versions"] == [__version__]
+    assert {c["connection-type"] for c in listed["connection-types"]} == {
+        "idempotent_jobs_store",
+        "idempotent_jobs_http",
+    }
+
+
+def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHome) -> None:
+    hooks = airflow_home.airflow("providers", "hooks", "-o", "json")
+    assert hooks.returncode == 0, hooks.stderr[-2000:]
+    ours = {
+        h["connection_type"]: h["class"]
+        for h in json.loads(hooks.stdout)
+        if h["package_name"] == "airflow-idempotent-jobs"
+    }
+    assert ours == {
+        "idempotent_jobs_store": "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook",
+        "idempotent_jobs_http": "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook",
+    }
+    behaviours = airflow_home.airflow("providers", "behaviours", "-o", "json")
+    assert behaviours.returncode == 0, behaviours.stderr[-2000:]
+    listed = {b["field_behaviours"] for b in json.loads(behaviours.stdout)}
+    assert {"idempotent_jobs_store", "idempotent_jobs_http"} <= listed
