@@ -1,0 +1,48 @@
+"""Child process for the crash tests: allocate once, SIGKILLed just before its K-th file-system step.
+
+Usage: ``python crash_child.py ROOT WEEK KEY K``. K = 0 never kills and prints every step taken
+(one per line, ``name<TAB>argument``) and then the result; otherwise the process dies by SIGKILL
+right before step K runs, with no chance to clean up, as on a power cut of the process.
+No production hook is involved: the steps are counted by wrapping the ``os`` functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from airflow_idempotent_jobs import FileEpisodeStore
+
+#: Every ``os`` call the file store (and filelock) uses to change or persist the tree.
+STEPS = ("open", "write", "fsync", "close", "mkdir", "rename", "replace", "link", "unlink", "rmdir")
+
+
+def main() -> None:
+    root, week, key, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = FileEpisodeStore(root, lock_timeout=10)
+    taken: list[str] = []
+
+    def counted(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(real)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            taken.append(f"{name}\t{args[0] if args and not isinstance(args[0], int) else ''}")
+            if len(taken) == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args, **kwargs)
+
+        return step
+
+    for name in STEPS:
+        setattr(os, name, counted(name, getattr(os, name)))
+    episode = store.allocate(week, key)
+    for line in taken:
+        print(line)
+    print(f"result\t{episode.episode_id}\t{episode.reused}")
+
+
+if __name__ == "__main__":
+    main()

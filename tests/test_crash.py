@@ -1,0 +1,103 @@
+"""Crash consistency of the file store: a real SIGKILL before each step of an allocation's write.
+
+For every step K of one allocation (counted by the child wrapping the ``os`` calls it makes), a
+fresh copy of a store is given to a child that dies by SIGKILL right before step K. Then
+``idempotent-jobs check`` must accept the store, a retry of the same key in a fresh process must
+get the episode the commit promised (the next sequence, or the committed one back), and no key
+may ever be held twice nor a sequence skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.check import check_store
+from tests.clirun import CHILD_TIMEOUT, run_cli
+
+CHILD = Path(__file__).with_name("crash_child.py")
+KEY = "airflow:weekly:allocate:scheduled__2026-08-03"
+
+
+def child(root: Path, week: str, kill_at: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(root), week, KEY, str(kill_at)],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+
+
+def steps_of_one_allocation(base: Path, tmp_path: Path, week: str) -> tuple[list[str], str]:
+    """Every step of one allocation on a copy of ``base``, and the id it allocates."""
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    done = child(probe, week, 0)
+    assert done.returncode == 0, done.stderr
+    *steps, result = done.stdout.splitlines()
+    _, episode_id, reused = result.split("\t")
+    assert reused == "False"
+    shutil.rmtree(probe)
+    return steps, episode_id
+
+
+def assert_consistent(store: FileEpisodeStore) -> None:
+    """No key held twice; every week's sequences are exactly 0..n-1."""
+    episodes = store.list()
+    keys = [e.allocation_key for e in episodes]
+    assert len(keys) == len(set(keys))
+    for week in {e.week_id for e in episodes}:
+        assert [e.sequence for e in store.list(week)] == list(range(len(store.list(week))))
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with history: two episodes in 2026-W32, one in 2026-W33."""
+    root = tmp_path_factory.mktemp("crash") / "base"
+    store = FileEpisodeStore(root)
+    store.allocate("2026-W32", "earlier-0")
+    store.allocate("2026-W32", "earlier-1")
+    store.allocate("2026-W33", "earlier-2")
+    return root
+
+
+@pytest.mark.parametrize("week", ["2026-W32", "2026-W40"], ids=["week-with-history", "new-week"])
+def test_sigkill_at_every_step_leaves_a_store_that_check_accepts_and_a_retry_completes(
+    base: Path, tmp_path: Path, week: str
+) -> None:
+    steps, expected_id = steps_of_one_allocation(base, tmp_path, week)
+    commit = next(
+        n for n, step in enumerate(steps, 1) if step.startswith("rename\t") and f"/.tmp-{expected_id}-" in step
+    )
+    assert 5 < commit < len(steps)
+    for kill_at in range(1, len(steps) + 1):
+        root = tmp_path / f"k{kill_at}"
+        shutil.copytree(base, root)
+        killed = child(root, week, kill_at)
+        assert killed.returncode == -signal.SIGKILL, (kill_at, steps[kill_at - 1], killed.stderr)
+
+        check = run_cli("--store", str(root), "check")
+        assert check.code == 0, (kill_at, steps[kill_at - 1], check.stdout, check.stderr)
+        holders = [e.episode_id for e in FileEpisodeStore(root).list() if e.allocation_key == KEY]
+        committed = kill_at > commit
+        assert holders == ([expected_id] if committed else []), (kill_at, steps[kill_at - 1])
+
+        retry = child(root, week, 0)
+        assert retry.returncode == 0, retry.stderr
+        assert retry.stdout.splitlines()[-1] == f"result\t{expected_id}\t{committed}", (kill_at, steps[kill_at - 1])
+        store = FileEpisodeStore(root)
+        assert [e.episode_id for e in store.list() if e.allocation_key == KEY] == [expected_id]
+        assert_consistent(store)
+        assert check_store(store) == [], kill_at
+        # The store goes on: the next allocation of the week takes the next sequence.
+        following = store.allocate(week, "after-the-crash")
+        assert following.sequence == int(expected_id.rsplit("-", 1)[1]) + 1
+        assert check_store(store) == []
+        shutil.rmtree(root)
