@@ -55,6 +55,7 @@ __all__ = [
     "MigrationResult",
     "PlannedJob",
     "apply_migration",
+    "counted",
     "load_key_map",
     "plan_migration",
 ]
@@ -245,9 +246,13 @@ def _done_line(planned: PlannedJob, episode: Episode) -> str:
     job = planned.entry.job
     how = "resumed and migrated" if planned.resume else "migrated"
     return (
-        f"{how} {job.week} -> {episode.episode_id} ({episode.status.value}): {len(job.files)} files moved, "
-        f"{len(job.remote_refs)} remote references, {len(job.cost_records)} cost records"
+        f"{how} {job.week} -> {episode.episode_id} ({episode.status.value}): {counted(len(job.files), 'file')} moved, "
+        f"{counted(len(job.remote_refs), 'remote reference')}, {counted(len(job.cost_records), 'cost record')}"
     )
+
+
+def counted(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _migrate_one(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..legacy import SkippedSource
-from ..migrate import MigrationPlan, apply_migration, load_key_map, plan_migration
+from ..migrate import MigrationPlan, apply_migration, counted, load_key_map, plan_migration
 from ..stores import FileEpisodeStore
 from ._common import EXIT, CliError, open_cli_store
 
@@ -60,7 +60,7 @@ def _print_plan(plan: MigrationPlan) -> None:
     if not plan.jobs:
         _out("nothing to do")
         return
-    _out(f"plan: {len(plan.jobs)} legacy jobs from {plan.legacy_root}")
+    _out(f"plan: {counted(len(plan.jobs), 'legacy job')} from {plan.legacy_root}")
     for planned in plan.jobs:
         job = planned.entry.job
         size = sum(f.size for f in job.files)
@@ -69,8 +69,8 @@ def _print_plan(plan: MigrationPlan) -> None:
         _out(
             f"  {job.week} -> {planned.episode_id}{' (resume)' if planned.resume else ''}"
             f"  key {planned.entry.allocation_key!r}  {'finished' if job.finished else 'unfinished'}"
-            f"  {len(job.files)} files ({size} bytes)  {len(job.remote_refs)} remote references"
-            f"  {len(costs)} cost records (total {total:g})"
+            f"  {counted(len(job.files), 'file')} ({size} bytes)  {counted(len(job.remote_refs), 'remote reference')}"
+            f"  {counted(len(costs), 'cost record')} (total {total:g})"
         )
 
 
