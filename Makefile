@@ -28,6 +28,7 @@ test: lint
 
 demo: install
 	$(BIN)/python demo/cli_walkthrough.py
+	$(BIN)/python demo/paid_walkthrough.py
 
 bench: install
 	$(BIN)/python benchmarks/allocate.py

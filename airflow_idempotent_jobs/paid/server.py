@@ -155,7 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
-        self.wfile.write(raw)
+        try:
+            self.wfile.write(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client is gone (killed while we held the answer)
 
     def _authorized(self) -> bool:
         if self.headers.get("Authorization") == f"Bearer {self.server.auth_token}":
