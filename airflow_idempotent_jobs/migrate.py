@@ -161,6 +161,9 @@ def plan_migration(
         jobs.append(PlannedJob(entry, episode_id, resume=True))
     for job in scan.jobs:
         if str(job.week) in journals:
+            if journals[str(job.week)].job.source != job.source:
+                reason = f"{job.week} has a half-done migration from {journals[str(job.week)].job.source}"
+                skipped.append(SkippedSource(str(job.source), reason))
             continue
         key = (key_map or {}).get(str(job.week), f"{DEFAULT_KEY_PREFIX}{job.week}")
         try:
@@ -192,6 +195,8 @@ def apply_migration(
     from . import __version__
 
     validate_legacy_root(Path(legacy_root).absolute())  # bad input changes nothing, not even the lock
+    if manifest_path is not None and manifest_path.exists() and plan_migration(store, legacy_root, key_map).jobs:
+        raise InvalidIdentifier("manifest path", str(manifest_path), "exists already: a manifest is never overwritten")
     migrations = store.root / MIGRATIONS_DIR
     migrations.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(migrations / ".lock", timeout=0, fallback_to_soft=False, preserve_lock_file=True)

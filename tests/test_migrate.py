@@ -230,3 +230,16 @@ def test_migration_reads_no_credentials_and_opens_no_connection(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "[] []\n"
+
+
+def test_a_given_manifest_path_is_never_overwritten(capsys, legacy: Path, store_path: Path) -> None:
+    target = legacy.parent / "evidence.json"
+    target.write_text("{}")
+    argv = ["--store", str(store_path), "migrate", "--from", str(legacy), "--apply", "--manifest", str(target)]
+    before = tree(legacy.parent)
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "exists already" in err and tree(legacy.parent) == before
+    target.unlink()
+    assert run(capsys, *argv)[0] == 1
+    assert load_manifest(target).jobs
+    assert run(capsys, *argv)[:2] == (1, "nothing to do\n")
