@@ -165,6 +165,20 @@ def paid_lost_answer(bag: Any) -> Result:
         provider("POST", "/_admin/config", {"honour_tokens": True, "lookup": True, "fault": None, "fault_times": 1})
 
 
+@scenario
+def example_dag(bag: Any) -> Result:
+    """The example DAG as shipped (deferrable paid step), on the default store."""
+    before = len(secrets_lookups())
+    run = run_dag(bag, "weekly_media_pipeline", logical_date=utc(2026, 9, 7, 4))
+    default_store = Path(os.environ["AIRFLOW_HOME"]) / "idempotent_jobs"
+    return {
+        "run": run,
+        "lookups": secrets_lookups()[before:],
+        "store": [e for e in store_contents(default_store) if e["week_id"] == "2026-W37"],
+        "provider": provider("GET", "/_admin/stats"),
+    }
+
+
 def main(out: str, only: list[str]) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
