@@ -130,6 +130,16 @@ class SubmissionLedger:
     def token_for(self, episode_id: EpisodeLike) -> str:
         return idempotency_token(self.store.namespace, str(episode_id))
 
+    def preflight(self, episode_id: EpisodeLike) -> Episode:
+        """The episode, validated, before any credential is read or provider client built.
+
+        Raises `InvalidIdentifier` (malformed id), `EpisodeNotFound`, or `StoreCorrupted` (an
+        unreadable or self-contradicting submission record): the order DESIGN.md asks of callers.
+        """
+        episode = self.store.get(episode_id)
+        self._checked(episode)
+        return episode
+
     # -- submit ----------------------------------------------------------------------------------
     def submit(
         self,

@@ -179,6 +179,8 @@ def test_budget_refusal_sends_nothing_and_changes_nothing(tmp_path: Path, server
 def test_unknown_and_malformed_ids_send_nothing(file_store: EpisodeStore, server: ProviderServer) -> None:
     ledger, provider = SubmissionLedger(file_store), provider_for(server)
     with pytest.raises(EpisodeNotFound):
+        ledger.preflight("2026-W32-7")
+    with pytest.raises(EpisodeNotFound):
         ledger.submit("2026-W32-7", provider, REQUEST)
     for bad in ("2026-W32-07", "2026-W54-0", "../etc", ""):
         with pytest.raises(InvalidIdentifier):
@@ -201,6 +203,8 @@ def test_corrupt_submission_record_fails_closed(tmp_path: Path, server: Provider
         record["submission"]["token"] = "t"
         path.write_text(json.dumps(record))
     snapshot = backend.snapshot()
+    with pytest.raises(StoreCorrupted):
+        SubmissionLedger(store).preflight(eid)
     with pytest.raises(StoreCorrupted):
         SubmissionLedger(store).submit(eid, provider_for(server), REQUEST)
     assert server.submissions() == 0 and backend.snapshot() == snapshot

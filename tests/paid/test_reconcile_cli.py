@@ -139,6 +139,8 @@ def test_bad_input_changes_nothing_and_sends_nothing(tmp_path: Path, server: Pro
         done = run_cli("--store", str(tmp_path / "store"), *args, env=_env(server))
         assert (done.returncode, message in done.stderr) == (code, True), (args, done.stderr)
         assert "Traceback" not in done.stderr
+    unknown_first = run_cli("--store", str(tmp_path / "store"), "reconcile", "2026-W32-9", *lookup, env=_env())
+    assert unknown_first.returncode == 4, "the episode is checked before the credential is looked for"
     no_credential = run_cli("--store", str(tmp_path / "store"), "reconcile", eid, *lookup, env=_env())
     assert no_credential.returncode == 2 and "IDEMPOTENT_JOBS_PROVIDER_TOKEN" in no_credential.stderr
     after = server.stats()
