@@ -31,6 +31,7 @@ __all__ = [
     "Manifest",
     "ManifestJob",
     "check_migration_record",
+    "submission_as_migrated",
     "load_manifest",
     "verify_manifest",
     "write_manifest",
@@ -148,6 +149,8 @@ def check_migration_record(episode: Episode, where: str) -> list[Problem]:
         problems.append(
             Problem(where, f"cost records add up to {total}, the migration recorded {record.get('cost_total')}")
         )
+    if not submission_as_migrated(episode):
+        return problems  # the paid layer took the job over since: its ledger speaks for itself
     if not _same_cost(total, episode.submission.cost):
         problems.append(
             Problem(where, f"cost records add up to {total}, the submission says {episode.submission.cost}")
@@ -185,6 +188,16 @@ def verify_manifest(manifest: Manifest, episodes: Iterable[Episode], hash_of: Ha
             continue
         problems += _compare(entry, holders[0], hash_of)
     return problems
+
+
+def submission_as_migrated(episode: Episode) -> bool:
+    """True while the submission ledger has not moved since the migration wrote it.
+
+    An unfinished migrated job may be taken over by the paid layer (submitted, polled, paid):
+    from then on its cost and remote reference are the ledger's, no longer the legacy state's.
+    """
+    moves = _migration(episode).get("submission_moves")
+    return not isinstance(moves, int) or len(episode.submission.history) <= moves
 
 
 def _migration(episode: Episode) -> Mapping[str, Any]:
@@ -231,7 +244,7 @@ def _compare(entry: ManifestJob, episode: Episode, hash_of: HashOf | None) -> li
             problems.append(
                 Problem(where, f"cost record {pointer} {json.dumps(record, sort_keys=True)} is not in the manifest")
             )
-    if not _same_cost(episode.submission.cost, cost_total(job.cost_records)):
+    if submission_as_migrated(episode) and not _same_cost(episode.submission.cost, cost_total(job.cost_records)):
         problems.append(
             Problem(where, f"submission cost {episode.submission.cost}, the manifest {cost_total(job.cost_records)}")
         )

@@ -337,7 +337,7 @@ def _with_legacy(episode: Episode, job: LegacyJob, record: dict[str, Any]) -> Ep
         **episode.metadata,
         LEGACY_STATE_KEY: dict(job.state),
         LEGACY_HISTORY_KEY: job.history_entry,
-        MIGRATION_KEY: record,
+        MIGRATION_KEY: {**record, "submission_moves": len(sub.history)},
     }
     return dataclasses.replace(episode, status=status, submission=sub, metadata=metadata, updated_at=utc_now())
 

@@ -225,3 +225,24 @@ def cover_sha(manifest: Path) -> str:
     (job,) = [j for j in load_manifest(manifest).jobs if str(j.job.week) == "2026-W28"]
     (cover,) = [f for f in job.job.files if f.path == "cover.jpg"]
     return cover.sha256
+
+
+def test_a_migrated_draft_taken_over_by_the_paid_layer_stays_healthy(capsys, setup: tuple[Path, Path]) -> None:
+    import dataclasses
+
+    from airflow_idempotent_jobs import SubmissionState
+
+    store, manifest = setup
+
+    def submit(episode: Any) -> Any:
+        sub = episode.submission.moved_to(SubmissionState.SUBMITTING, episode_id=episode.episode_id, attempts=1)
+        sub = sub.moved_to(SubmissionState.ACCEPTED, episode_id=episode.episode_id, remote_ref="new-provider-42")
+        return dataclasses.replace(episode, submission=dataclasses.replace(sub, cost=3.2))
+
+    FileEpisodeStore(store).update("2026-W31-0", submit)
+    assert check(capsys, store, "--manifest", str(manifest)) == (0, [])
+    # The same change made to a job whose ledger the migration wrote is not a take-over: reported.
+    edit_record(store, "2026-W28-0", lambda r: r["submission"].update(cost=3.2))
+    code, lines = check(capsys, store, "--manifest", str(manifest))
+    assert code == 1 and any("the submission says 3.2" in line for line in lines), lines
+    assert any(line == "2026-W28-0: submission cost 3.2, the manifest 13.25" for line in lines), lines
