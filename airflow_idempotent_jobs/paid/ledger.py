@@ -84,7 +84,8 @@ def _utc_clock() -> dt.datetime:
 # -- claims: who wrote `submitting` -------------------------------------------------------------
 _HOST = socket.gethostname()
 _process_nonce: tuple[int, str] = (0, "")
-_active: set[str] = set()
+#: (store location, episode id) of the submit calls this process is making right now.
+_active: set[tuple[str, str]] = set()
 _active_lock = threading.Lock()
 
 
@@ -243,7 +244,7 @@ class SubmissionLedger:
         # `unknown`, since an earlier attempt's outcome is still not known.
         back = _S.NONE if sub.history[-1]["from"] == _S.NONE.value else _S.UNKNOWN
         with _active_lock:
-            _active.add(eid)
+            _active.add((self.store.location, eid))
         try:
             try:
                 ref = provider.submit(request, sub.token)
@@ -263,7 +264,7 @@ class SubmissionLedger:
             return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
         finally:
             with _active_lock:
-                _active.discard(eid)
+                _active.discard((self.store.location, eid))
 
     def _settle(self, eid: str, claim: str, state: SubmissionState, note: str, **changes: Any) -> Episode:
         """Record the outcome of our own submit call, if the record still carries our claim."""
@@ -382,7 +383,7 @@ class SubmissionLedger:
         claim = sub.claimed_by or ""
         if claim == _my_claim():
             with _active_lock:
-                return eid in _active
+                return (self.store.location, eid) in _active
         try:
             age = (self.clock() - dt.datetime.fromisoformat(sub.claimed_at or "")).total_seconds()
             host, pid, _nonce = claim.rsplit(":", 2)

@@ -249,3 +249,17 @@ def test_a_late_status_never_reopens_a_terminal_submission(file_store: EpisodeSt
     done = ledger.record_status(eid, RemoteStatus(RemoteState.SUCCEEDED, cost=9.0))
     assert done.submission.state is SubmissionState.FAILED
     assert (done.submission.cost, done.submission.error) == (1.5, "provider said no")
+
+
+def test_an_unsent_retry_keeps_the_earlier_uncertainty(file_store: EpisodeStore) -> None:
+    """Connection refused on a resubmission goes back to `unknown`, never `none`: the first try may exist."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    with ProviderServer(fault="drop_after_accept") as server:
+        provider = provider_for(server, connect_retries=0)
+        with pytest.raises(ProviderOutcomeUnknown):
+            SubmissionLedger(file_store).submit(eid, provider, REQUEST)
+    with pytest.raises(ProviderUnavailable):  # the server is gone: nothing can be sent
+        SubmissionLedger(file_store).submit(eid, provider, REQUEST)
+    sub = file_store.get(eid).submission
+    assert (sub.state, sub.attempts) == (SubmissionState.UNKNOWN, 2)
+    assert [entry["to"] for entry in sub.history] == ["submitting", "unknown", "submitting", "unknown"]
