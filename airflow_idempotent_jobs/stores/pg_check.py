@@ -46,7 +46,7 @@ def check_postgres_store(store: PostgresEpisodeStore, only: Sequence[EpisodeId] 
     good: list[Episode] = []
     for row in rows:
         try:
-            episode = store.episode_from_row(row)
+            episode = store.episode_from_row(row._mapping)
         except StoreCorrupted as exc:
             problems.append(Problem(exc.where, exc.reason))
             continue

@@ -20,23 +20,19 @@ backstop. A connection lost before COMMIT leaves nothing: the transaction simply
 from __future__ import annotations
 
 import builtins
-import functools
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.engine.url import URL, make_url
 
-from ..episode import SCHEMA_VERSION, Episode
+from ..episode import Episode
 from ..errors import (
-    AllocationConflict,
-    EpisodeNotFound,
     IdempotentJobsError,
-    IllegalTransition,
     InvalidIdentifier,
     StoreCorrupted,
     StoreUnavailable,
@@ -44,14 +40,12 @@ from ..errors import (
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
 from .base import EpisodeStore
+from .pg_session import PostgresSession, statements
 
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
 _NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
-#: SQLSTATEs raised by the guard trigger of migration 0001.
-_ILLEGAL_TRANSITION: Final = "IJ001"
-_IDENTITY_CHANGED: Final = "IJ002"
 #: lock_not_available (lock_timeout), query_canceled (statement_timeout).
 _TIMEOUTS: Final = frozenset({"55P03", "57014"})
 
@@ -111,6 +105,7 @@ class PostgresEpisodeStore(EpisodeStore):
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._sql = statements(self.schema)
         self._lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
         self._schema_ready = False
@@ -132,25 +127,42 @@ class PostgresEpisodeStore(EpisodeStore):
     @contextmanager
     def _session(self) -> Iterator[PostgresSession]:
         self.ensure_schema()
-        with self._translated(), self._writer.begin() as conn:
-            conn.execute(
-                sa.text("SELECT set_config('lock_timeout', :ms, true), pg_advisory_xact_lock(:key)"),
-                {"ms": str(self.lock_timeout_ms), "key": self._lock_key},
-            )
-            yield PostgresSession(self, conn)
+        # The transaction is delimited by hand on an autocommit connection, so that BEGIN and the
+        # lock travel in one message (simple protocol: the lock's arguments are our own integers).
+        begin = (
+            "BEGIN ISOLATION LEVEL READ COMMITTED; "
+            f"SELECT set_config('lock_timeout', '{self.lock_timeout_ms:d}', true), "
+            f"pg_advisory_xact_lock({self._lock_key:d})"
+        )
+        with self._translated(), self._reader.connect() as pooled:
+            conn = pooled.connection.driver_connection
+            assert isinstance(conn, psycopg.Connection) and conn.autocommit
+            try:
+                conn.execute(begin.encode())
+                try:
+                    yield PostgresSession(self, conn)
+                except BaseException:
+                    if not conn.broken:
+                        conn.execute(b"ROLLBACK")
+                    raise
+                conn.execute(b"COMMIT")  # the commit point
+            except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    pooled.invalidate(exc)
+                raise self._translate(exc) from exc
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
         episodes = self.tables.episodes
         rows = self._select(episodes.c.episode_id == str(episode_id))
-        return self.episode_from_row(rows[0]) if rows else None
+        return self.episode_from_row(rows[0]._mapping) if rows else None
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
         rows = self._select(self.tables.episodes.c.allocation_key == allocation_key)
-        return [self.episode_from_row(row) for row in rows]
+        return [self.episode_from_row(row._mapping) for row in rows]
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
         where = sa.true() if week is None else self.tables.episodes.c.week_id == str(week)
-        return [self.episode_from_row(row) for row in self._select(where)]
+        return [self.episode_from_row(row._mapping) for row in self._select(where)]
 
     def close(self) -> None:
         if self._owns_engine:
@@ -180,9 +192,8 @@ class PostgresEpisodeStore(EpisodeStore):
         row = f"/{episode_id}" if episode_id else ""
         return f"{self._location} {self.schema}.episodes[{self._namespace}{row}]"
 
-    def episode_from_row(self, row: Row[Any]) -> Episode:
+    def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
         """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row."""
-        data = row._mapping
         where = self.where(str(data["episode_id"]))
         submission, metadata = data["submission"], data["metadata"]
         if not isinstance(submission, dict):
@@ -206,16 +217,6 @@ class PostgresEpisodeStore(EpisodeStore):
         }
         return Episode.from_record(record, where)
 
-    def row_values(self, episode: Episode) -> dict[str, Any]:
-        record = episode.to_record()
-        return {
-            "namespace": self._namespace,
-            **{k: record[k] for k in ("episode_id", "week_id", "sequence", "allocation_key", "fingerprint")},
-            **{k: record[k] for k in ("status", "created_at", "updated_at", "submission", "metadata")},
-            "submission_state": episode.submission.state.value,
-            "schema_version": record["schema_version"],
-        }
-
     def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
         self.ensure_schema()
         episodes = self.tables.episodes
@@ -232,122 +233,22 @@ class PostgresEpisodeStore(EpisodeStore):
         except IdempotentJobsError:
             raise
         except sa.exc.DBAPIError as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc.orig, lost=exc.connection_invalidated) from exc
         except sa.exc.SQLAlchemyError as exc:
             raise StoreUnavailable(f"PostgreSQL store {self._location}: {_one_line(exc)}") from exc
 
-    def _translate(self, exc: sa.exc.DBAPIError) -> IdempotentJobsError:
-        state = getattr(exc.orig, "sqlstate", None)
+    def _translate(self, orig: BaseException | None, *, lost: bool = False) -> IdempotentJobsError:
+        state = getattr(orig, "sqlstate", None)
         if state in _TIMEOUTS:
             return StoreUnavailable(
                 f"could not lock the PostgreSQL store {self._location} (namespace {self._namespace}) "
                 f"within {self.lock_timeout:g}s: another client holds it"
             )
-        if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or exc.connection_invalidated:
-            return StoreUnavailable(f"PostgreSQL store {self._location} is unavailable: {_one_line(exc.orig)}")
+        if lost or isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return StoreUnavailable(f"PostgreSQL store {self._location} is unavailable: {_one_line(orig)}")
         if state is not None and state.startswith("42"):
-            return StoreCorrupted(self.where(), f"schema does not match this code: {_one_line(exc.orig)}")
-        return StoreUnavailable(f"PostgreSQL store {self._location}: database error {state}: {_one_line(exc.orig)}")
-
-
-class PostgresSession:
-    """The store's primitives inside the allocation transaction, after the advisory lock."""
-
-    def __init__(self, store: PostgresEpisodeStore, conn: sa.Connection) -> None:
-        self._store = store
-        self._conn = conn
-        self._episodes = store.tables.episodes
-        self._mine = self._episodes.c.namespace == store.namespace
-
-    def _rows(self, condition: sa.ColumnElement[bool]) -> list[Episode]:
-        rows = self._conn.execute(sa.select(self._episodes).where(self._mine, condition))
-        return [self._store.episode_from_row(row) for row in rows]
-
-    def holders(self, allocation_key: str) -> list[Episode]:
-        return self._rows(self._episodes.c.allocation_key == allocation_key)
-
-    def load(self, episode_id: EpisodeId) -> Episode | None:
-        found = self._rows(self._episodes.c.episode_id == str(episode_id))
-        return found[0] if found else None
-
-    def week_episodes(self, week: WeekId) -> list[Episode]:
-        return self._rows(self._episodes.c.week_id == str(week))
-
-    def highest_sequence(self, week: WeekId) -> int | None:
-        # The high-water mark, or a row it somehow missed: whichever is higher (never MAX()+1 alone).
-        weeks, episodes = self._store.tables.weeks, self._episodes
-        mark = sa.select(weeks.c.highest_sequence).where(
-            weeks.c.namespace == self._store.namespace, weeks.c.week_id == str(week)
-        )
-        top = sa.select(sa.func.max(episodes.c.sequence)).where(self._mine, episodes.c.week_id == str(week))
-        value = self._conn.execute(sa.select(sa.func.greatest(mark.scalar_subquery(), top.scalar_subquery()))).scalar()
-        return None if value is None else int(value)
-
-    def insert(self, episode: Episode) -> None:
-        try:
-            self._conn.execute(self._insert_sql, self._store.row_values(episode))
-        except sa.exc.IntegrityError as exc:
-            # Under the advisory lock only a writer that bypassed it can get here: fail closed.
-            constraint = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
-            if constraint == "episodes_allocation_key_key":
-                raise AllocationConflict(episode.allocation_key, "committed concurrently outside the lock") from exc
-            raise StoreCorrupted(
-                self._store.where(episode.episode_id), f"insert refused: {_one_line(exc.orig)}"
-            ) from exc
-
-    @property
-    def _insert_sql(self) -> sa.TextClause:
-        return _insert_statement(pg_schema.quote_schema(self._store.schema))
-
-    def replace(self, before: Episode, after: Episode) -> None:
-        """A conditional update: it applies only to the row as ``before`` describes it."""
-        episodes, values = self._episodes, self._store.row_values(after)
-        current = (
-            self._mine,
-            episodes.c.episode_id == before.episode_id,
-            episodes.c.submission_state == before.submission.state.value,
-            episodes.c.submission == sa.cast(sa.literal(before.submission.to_dict(), JSONB), JSONB),
-            episodes.c.status == before.status.value,
-        )
-        changes = {k: values[k] for k in ("status", "updated_at", "submission_state", "submission", "metadata")}
-        statement = sa.update(episodes).where(*current).values(schema_version=SCHEMA_VERSION, **changes)
-        try:
-            updated = self._conn.execute(statement.returning(episodes.c.episode_id)).all()
-        except sa.exc.DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) == _ILLEGAL_TRANSITION:
-                was, wanted = before.submission.state.value, after.submission.state.value
-                raise IllegalTransition(before.episode_id, was, wanted) from exc
-            if getattr(exc.orig, "sqlstate", None) == _IDENTITY_CHANGED:
-                raise ValueError("update must not change an episode's identity") from exc
-            raise
-        if not updated:
-            now = self.load(before.id)
-            if now is None:
-                raise EpisodeNotFound(before.episode_id, self._store.location)
-            raise IllegalTransition(before.episode_id, now.submission.state.value, after.submission.state.value)
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_statement(quoted_schema: str) -> sa.TextClause:
-    """Upsert the week's high-water mark and insert the episode, in one round trip."""
-    return sa.text(
-        f"""
-        WITH mark AS (
-            INSERT INTO {quoted_schema}.weeks AS w (namespace, week_id, highest_sequence)
-            VALUES (:namespace, :week_id, :sequence)
-            ON CONFLICT (namespace, week_id)
-            DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence)
-        )
-        INSERT INTO {quoted_schema}.episodes (
-            namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status,
-            created_at, updated_at, submission_state, submission, metadata, schema_version
-        ) VALUES (
-            :namespace, :episode_id, :week_id, :sequence, :allocation_key, :fingerprint, :status,
-            :created_at, :updated_at, CAST(:submission_state AS {quoted_schema}.submission_state),
-            :submission, :metadata, :schema_version
-        )
-        """
-    ).bindparams(sa.bindparam("submission", type_=JSONB), sa.bindparam("metadata", type_=JSONB))
+            return StoreCorrupted(self.where(), f"schema does not match this code: {_one_line(orig)}")
+        return StoreUnavailable(f"PostgreSQL store {self._location}: database error {state}: {_one_line(orig)}")
 
 
 def _one_line(exc: object) -> str:

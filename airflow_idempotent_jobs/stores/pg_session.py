@@ -1,0 +1,162 @@
+"""The PostgreSQL store's primitives inside its locked transaction, as named SQL on the psycopg connection.
+
+The hot path (allocation, ledger updates) runs these statements on the driver connection that the
+SQLAlchemy pool hands out: no per-statement compilation, and psycopg prepares them server-side after
+a few uses. This keeps an allocation within a small factor of a bare ``INSERT ... COMMIT``
+(``benchmarks/postgres.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from ..episode import SCHEMA_VERSION, Episode
+from ..errors import AllocationConflict, EpisodeNotFound, IllegalTransition, StoreCorrupted
+from ..identity import EpisodeId, WeekId
+from . import pg_schema
+
+if TYPE_CHECKING:
+    from .postgres import PostgresEpisodeStore
+
+__all__ = ["ILLEGAL_TRANSITION", "IDENTITY_CHANGED", "PostgresSession", "Statements", "statements"]
+
+#: SQLSTATEs raised by the guard trigger of migration 0001.
+ILLEGAL_TRANSITION = "IJ001"
+IDENTITY_CHANGED = "IJ002"
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Every statement of the locked transaction, for one schema."""
+
+    lock: str
+    holders: str
+    load: str
+    week: str
+    highest: str
+    insert: str
+    replace: str
+
+
+@functools.lru_cache(maxsize=16)
+def statements(schema: str) -> Statements:
+    s = pg_schema.quote_schema(schema)
+    columns = (
+        "namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, "
+        "created_at, updated_at, submission_state, submission, metadata, schema_version"
+    )
+    select = f"SELECT {columns} FROM {s}.episodes WHERE namespace = %(namespace)s"
+    return Statements(
+        lock="SELECT set_config('lock_timeout', %(ms)s, true), pg_advisory_xact_lock(%(key)s)",
+        holders=f"{select} AND allocation_key = %(key)s",
+        load=f"{select} AND episode_id = %(episode_id)s",
+        week=f"{select} AND week_id = %(week_id)s",
+        # The week's high-water mark, or a row it somehow missed: whichever is higher.
+        highest=(
+            f"SELECT greatest((SELECT highest_sequence FROM {s}.weeks"
+            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
+            f" (SELECT max(sequence) FROM {s}.episodes WHERE namespace = %(namespace)s AND week_id = %(week_id)s))"
+        ),
+        # The high-water mark and the episode in one statement (one round trip).
+        insert=(
+            f"WITH mark AS (INSERT INTO {s}.weeks AS w (namespace, week_id, highest_sequence)"
+            " VALUES (%(namespace)s, %(week_id)s, %(sequence)s) ON CONFLICT (namespace, week_id)"
+            " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
+            f" INSERT INTO {s}.episodes ({columns}) VALUES (%(namespace)s, %(episode_id)s, %(week_id)s,"
+            " %(sequence)s, %(allocation_key)s, %(fingerprint)s, %(status)s, %(created_at)s, %(updated_at)s,"
+            f" %(submission_state)s::{s}.submission_state, %(submission)s, %(metadata)s, %(schema_version)s)"
+        ),
+        # A conditional update: it applies only to the row as the caller last read it.
+        replace=(
+            f"UPDATE {s}.episodes SET status = %(status)s, updated_at = %(updated_at)s,"
+            f" submission_state = %(submission_state)s::{s}.submission_state, submission = %(submission)s,"
+            " metadata = %(metadata)s, schema_version = %(schema_version)s"
+            " WHERE namespace = %(namespace)s AND episode_id = %(episode_id)s"
+            f" AND submission_state = %(before_state)s::{s}.submission_state"
+            " AND submission = %(before_submission)s AND status = %(before_status)s"
+            " RETURNING episode_id"
+        ),
+    )
+
+
+def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
+    """The parameters of one ``episodes`` row: the fields of ``to_record()``, JSON as JSONB."""
+    record = episode.to_record()
+    return {
+        "namespace": namespace,
+        **{k: record[k] for k in ("episode_id", "week_id", "sequence", "allocation_key", "fingerprint")},
+        **{k: record[k] for k in ("status", "created_at", "updated_at", "schema_version")},
+        "submission": Jsonb(record["submission"]),
+        "metadata": Jsonb(record["metadata"]),
+        "submission_state": episode.submission.state.value,
+    }
+
+
+class PostgresSession:
+    """The store's primitives inside the allocation transaction, after the advisory lock."""
+
+    def __init__(self, store: PostgresEpisodeStore, conn: psycopg.Connection[Any]) -> None:
+        self._store = store
+        self._conn = conn
+        self._sql = statements(store.schema)
+        self._namespace = store.namespace
+
+    def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
+        with self._conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql, {"namespace": self._namespace, **params})
+            return [self._store.episode_from_row(row) for row in cur]
+
+    def holders(self, allocation_key: str) -> list[Episode]:
+        return self._episodes(self._sql.holders, {"key": allocation_key})
+
+    def load(self, episode_id: EpisodeId) -> Episode | None:
+        found = self._episodes(self._sql.load, {"episode_id": str(episode_id)})
+        return found[0] if found else None
+
+    def week_episodes(self, week: WeekId) -> list[Episode]:
+        return self._episodes(self._sql.week, {"week_id": str(week)})
+
+    def highest_sequence(self, week: WeekId) -> int | None:
+        row = self._conn.execute(self._sql.highest, {"namespace": self._namespace, "week_id": str(week)}).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def insert(self, episode: Episode) -> None:
+        try:
+            self._conn.execute(self._sql.insert, row_values(self._namespace, episode))
+        except psycopg.errors.UniqueViolation as exc:
+            # Under the advisory lock only a writer that bypassed it can get here: fail closed.
+            if exc.diag.constraint_name == "episodes_allocation_key_key":
+                raise AllocationConflict(episode.allocation_key, "committed concurrently outside the lock") from exc
+            where = self._store.where(episode.episode_id)
+            raise StoreCorrupted(where, f"insert refused by {exc.diag.constraint_name}") from exc
+
+    def replace(self, before: Episode, after: Episode) -> None:
+        params = row_values(self._namespace, after)
+        params.update(
+            schema_version=SCHEMA_VERSION,
+            before_state=before.submission.state.value,
+            before_submission=Jsonb(before.submission.to_dict()),
+            before_status=before.status.value,
+        )
+        was, wanted = before.submission.state.value, after.submission.state.value
+        try:
+            updated = self._conn.execute(self._sql.replace, params).fetchall()
+        except psycopg.Error as exc:
+            if exc.sqlstate == ILLEGAL_TRANSITION:
+                raise IllegalTransition(before.episode_id, was, wanted) from exc
+            if exc.sqlstate == IDENTITY_CHANGED:
+                raise ValueError("update must not change an episode's identity") from exc
+            raise
+        if not updated:
+            # The row moved since ``before`` was read: someone wrote without the lock.
+            now = self.load(before.id)
+            if now is None:
+                raise EpisodeNotFound(before.episode_id, self._store.location)
+            raise IllegalTransition(before.episode_id, now.submission.state.value, wanted)
