@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from airflow_idempotent_jobs.cli import main
 
 #: Every child is bounded: a hang fails the test instead of stalling the suite.
 CHILD_TIMEOUT = 60
@@ -51,3 +55,17 @@ def run_python(code: str, *args: str) -> Result:
         check=False,
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_main(*args: str) -> Result:
+    """The same command run in this process (``cli.main``): for the many small bad-input cases.
+
+    A few cases of each kind still go through `run_cli`, so the process boundary is covered too.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse reports usage errors by exiting
+            code = exc.code if isinstance(exc.code, int) else 2
+    return Result(code, out.getvalue(), err.getvalue())

@@ -75,7 +75,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    week = WeekId.parse(args.week) if args.week else None
+    week = WeekId.parse(args.week) if args.week is not None else None
     with open_cli_store(args) as store:
         episodes = store.list(week)
     if args.json:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..episode import SCHEMA_VERSION, Episode
 from ..identity import EpisodeId, WeekId
-from ._durable import SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
+from ._durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
 
 if TYPE_CHECKING:
     from .file import FileEpisodeStore
@@ -81,13 +81,16 @@ class FileSession:
         history_tmp = week_dir / tmp_name(HISTORY_FILE)
         staging = week_dir / tmp_name(str(episode_id))
         batch = SyncBatch()
+        #: What this write made before its commit, taken back if it fails (a crash leaves them).
+        created: builtins.list[Path] = []
         try:
-            if not week_dir.is_dir():
-                week_dir.mkdir(parents=True, exist_ok=True)
-                batch.directory(week_dir.parent)
-                batch.directory(store.root)
+            for directory in (week_dir.parent, week_dir):
+                if not directory.is_dir():
+                    directory.mkdir()
+                    created.append(directory)
+                    batch.directory(directory.parent)
             # 1. Everything the commit needs, fsynced together.
-            store._write_marker(episode, batch)
+            store._write_marker(episode, batch, created)
             staging.mkdir()
             batch.create(staging / STATE_FILE, dump_json(episode.to_record()))
             batch.directory(staging)
@@ -96,8 +99,9 @@ class FileSession:
             # 2. Commit: the rename makes the episode exist; the week's fsync makes it last.
             os.rename(staging, store.episode_dir(episode_id))
         except BaseException:
+            # Not committed (the rename is atomic): nothing of this write may stay behind.
             batch.close()
-            _remove_leftovers(staging, history_tmp)
+            _remove_leftovers([staging, history_tmp, *reversed(created)])
             raise
         fsync_dir(week_dir)
         # 3. Derived, so no fsync of its own (see the class docstring).
@@ -125,14 +129,16 @@ class FileSession:
         return list(self._store._scan(week))
 
 
-def _remove_leftovers(*paths: Path) -> None:
-    """Best effort after a failed write; what stays behind is an ignored temp name."""
+def _remove_leftovers(paths: builtins.list[Path]) -> None:
+    """Best effort after a failed write, newest first; what stays behind is an ignored leftover."""
     for path in paths:
         try:
-            if path.is_dir():
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            elif path.name.startswith(TMP_PREFIX):
                 shutil.rmtree(path)
             else:
-                path.unlink(missing_ok=True)
+                path.rmdir()  # a directory this write created, empty again unless someone raced in
         except OSError:
             pass
 

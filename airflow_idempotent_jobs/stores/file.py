@@ -234,8 +234,10 @@ class FileEpisodeStore(EpisodeStore):
             raise StoreCorrupted(str(path), "history has no episode list")
         return data
 
-    def _write_marker(self, episode: Episode, batch: SyncBatch) -> None:
+    def _write_marker(self, episode: Episode, batch: SyncBatch, created: builtins.list[Path] | None = None) -> None:
         """Add the key-index marker for ``episode``; ``batch`` will fsync the directories it touched.
+
+        Paths this call creates are appended to ``created``, so a failed write can take them back.
 
         A marker is a hard link of one empty template file: creating an inode costs far more than
         adding a name (0.5 ms against 0.01 ms on the reference ext4 disk), and markers carry no data.
@@ -244,9 +246,11 @@ class FileEpisodeStore(EpisodeStore):
         bucket = self.key_bucket(digest)
         marker = bucket / f"{digest}.{episode.episode_id}"
         template = self.index_dir / MARKER_TEMPLATE
+        made = [] if created is None else created
         for attempt in range(3):
             try:
                 os.link(template, marker)
+                made.append(marker)
                 break
             except FileExistsError:
                 break  # left by an interrupted write of this very episode: already in place
@@ -255,6 +259,7 @@ class FileEpisodeStore(EpisodeStore):
                     raise
                 if not bucket.is_dir():
                     bucket.mkdir(parents=True, exist_ok=True)
+                    made.append(bucket)
                     batch.directory(bucket.parent)
                 if not template.exists():
                     self._new_marker_template(batch)
@@ -264,6 +269,7 @@ class FileEpisodeStore(EpisodeStore):
                 # Too many links (ext4 allows 65 000) or no hard links here: a fresh empty file
                 # does as well; the next marker links a fresh template.
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644))
+                made.append(marker)
                 if exc.errno == errno.EMLINK:
                     self._new_marker_template(batch)
                 break

@@ -1,0 +1,100 @@
+"""File-store-only bad input: a root that cannot be written, and damaged derived or meta files.
+
+Tests run as root, which ignores permission bits, so "cannot be written" is made real in two ways
+root cannot bypass: a root path under a regular file, and an immutable (``chattr +i``) directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent_jobs import FileEpisodeStore, StoreCorrupted, StoreUnavailable
+from tests.backends import FileBackend
+from tests.clirun import Result, run_cli
+
+
+def assert_refused(result: Result, code: int) -> str:
+    assert result.code == code, (result.code, result.stderr)
+    assert result.stdout == ""
+    return result.error_line()
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> FileBackend:
+    backend = FileBackend(tmp_path / "store")
+    with backend.open() as store:
+        store.allocate("2026-W32", "job-a")
+        store.allocate("2026-W32", "job-b")
+    return backend
+
+
+def test_a_root_under_a_regular_file_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_bytes(b"a regular file\n")
+    root = blocker / "store"
+    with pytest.raises(StoreUnavailable, match="not-a-directory"):
+        FileEpisodeStore(root).allocate("2026-W32", "job-a")
+    line = assert_refused(run_cli("--store", str(root), "allocate", "--week", "2026-W32", "--key", "job-a"), 5)
+    assert str(blocker) in line
+    assert blocker.read_bytes() == b"a regular file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-directory"]
+
+
+@pytest.fixture
+def immutable(backend: FileBackend) -> Iterator[Path]:
+    """The store's episode tree made immutable: not even root may add an entry to it."""
+    target = backend.root / "episodes" / "2026-W32"
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    made = subprocess.run(["chattr", "+i", str(target)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not permitted here: {made.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=True)
+
+
+def test_an_unwritable_store_is_a_store_error_and_changes_nothing(backend: FileBackend, immutable: Path) -> None:
+    before = backend.snapshot()
+    with pytest.raises(StoreUnavailable, match="2026-W32"):
+        backend.open().allocate("2026-W32", "job-c")
+    line = assert_refused(run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-c"), 5)
+    assert str(immutable) in line
+    # A retry of an existing key needs no write, so it still answers.
+    retry = run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-a")
+    assert (retry.code, retry.stdout) == (0, "2026-W32-0\n")
+    assert backend.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("relative", "damage"),
+    [
+        ("episodes/2026-W32/history.json", b'{"schema_version": 1, "week_id": "2026-W32", "highest'),
+        ("episodes/2026-W32/history.json", b""),
+        ("episodes/2026-W32/history.json", b'{"schema_version": 7, "week_id": "2026-W32", "highest_sequence": 1}'),
+        ("store.json", b'{"schema_version": 2, "namespace": "x"}'),
+        ("index/meta.json", b"\xff\xfe"),
+    ],
+    ids=["history-truncated", "history-empty", "history-unknown-version", "store-unknown-version", "index-meta"],
+)
+def test_a_damaged_store_file_stops_allocation_and_check_reports_it(
+    backend: FileBackend, relative: str, damage: bytes
+) -> None:
+    path = backend.root / relative
+    path.write_bytes(damage)
+    before = backend.snapshot()
+    with pytest.raises(StoreCorrupted) as caught:
+        backend.open().allocate("2026-W32", "job-c")
+    assert caught.value.where == str(path)
+    line = assert_refused(run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-c"), 5)
+    assert str(path) in line
+    check = run_cli("--store", backend.url, "check")
+    assert check.code == 1, check.stderr
+    assert str(path) in check.stdout
+    assert backend.snapshot() == before
