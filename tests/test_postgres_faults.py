@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 from airflow_idempotent_jobs import (
     IllegalTransition,
@@ -66,6 +67,15 @@ def test_urls_and_options(pg_database: str) -> None:
         PostgresEpisodeStore(pg_database, namespace="bad namespace")
     with pytest.raises(InvalidIdentifier):
         PostgresEpisodeStore(pg_database, schema="Bad-Schema")
+    # An engine of the caller's (an Airflow hook's, say) is used as is and left open.
+    engine = sa.create_engine(pg_database.replace("postgresql://", "postgresql+psycopg://", 1))
+    with PostgresEpisodeStore(engine, namespace="team-a") as from_engine:
+        assert from_engine.allocate("2026-W32", "k").episode_id == "2026-W32-0"
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM idempotent_jobs.episodes")).scalar_one() == 1
+    engine.dispose()
+    with pytest.raises(InvalidIdentifier, match="psycopg 3"):
+        PostgresEpisodeStore(sa.create_engine(pg_database.replace("postgresql://", "postgresql+psycopg2://", 1)))
     other = pg_database.replace("postgresql://", "postgres://", 1) + "?namespace=team-b"
     with open_store(pg_database) as first, open_store(other) as second:
         assert (first.namespace, second.namespace) == ("default", "team-b")

@@ -3,12 +3,12 @@
 For Celery or Kubernetes executors, whose workers allocate from several hosts at once (a file
 lock protects one host only). Allocation is one READ COMMITTED transaction::
 
-    SELECT set_config('lock_timeout', ...), pg_advisory_xact_lock(<namespace key>)
+    BEGIN; SELECT set_config('lock_timeout', ..., true), pg_advisory_xact_lock(<namespace key>)
     -- from here on no other client of this namespace is between its read and its write
-    SELECT ... WHERE allocation_key = :key            (holders)
+    SELECT ... WHERE allocation_key = %(key)s          (holders)
     SELECT greatest(weeks.highest_sequence, max(episodes.sequence))
     INSERT weeks (upsert of the high-water mark) + INSERT episodes   (one statement)
-    COMMIT                                           (the commit point)
+    COMMIT                                            (the commit point)
 
 The advisory lock, not ``FOR UPDATE``, serializes it: a row lock cannot cover a week that has no
 rows yet. READ COMMITTED matters: each statement after the lock sees every commit made before
@@ -81,6 +81,9 @@ class PostgresEpisodeStore(EpisodeStore):
     ) -> None:
         options: dict[str, str] = {}
         if isinstance(url_or_engine, Engine):
+            if url_or_engine.dialect.driver != "psycopg":
+                where = url_or_engine.url.render_as_string()
+                raise InvalidIdentifier("store engine", where, "use the psycopg 3 driver (postgresql+psycopg://)")
             engine, self._owns_engine = url_or_engine, False
         else:
             url, options = engine_url(url_or_engine)
@@ -142,8 +145,10 @@ class PostgresEpisodeStore(EpisodeStore):
                 try:
                     yield PostgresSession(self, conn)
                 except BaseException:
-                    if not conn.broken:
+                    try:
                         conn.execute(b"ROLLBACK")
+                    except psycopg.Error:
+                        pooled.invalidate()  # the caller's error matters more than this one
                     raise
                 conn.execute(b"COMMIT")  # the commit point
             except psycopg.Error as exc:
