@@ -95,6 +95,9 @@ def test_lock_timeout_is_store_unavailable_and_writes_nothing(pg_database: str) 
             holder.execute("SELECT pg_advisory_lock(%s)", (key,))
             with pytest.raises(StoreUnavailable, match="could not lock"):
                 store.allocate("2026-W32", "k")
+            done = _cli("--store", pg_database, "--lock-timeout", "0.2", "allocate", "--week", "2026-W32", "--key", "k")
+            assert (done.returncode, done.stdout) == (5, ""), done
+            assert len(done.stderr.splitlines()) == 1 and "could not lock" in done.stderr
             assert backend.snapshot() == before
             # Another namespace is not held up by this one.
             assert other.allocate("2026-W32", "k").episode_id == "2026-W32-0"
