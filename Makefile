@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery
 
-.PHONY: install lint test demo bench e2e-distributed clean
+.PHONY: install lint test demo demo-cli bench e2e-distributed clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ lint: install
 test: lint
 	$(BIN)/python -m pytest
 
+# The example DAG under real Airflow: retries, a lost provider answer, two runs in a week, one the next.
 demo: install
+	$(BIN)/python demo/airflow_demo.py
+
+demo-cli: install
 	$(BIN)/python demo/cli_walkthrough.py
 	$(BIN)/python demo/paid_walkthrough.py
 
