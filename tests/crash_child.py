@@ -4,6 +4,10 @@ Usage: ``python crash_child.py ROOT WEEK KEY K``. K = 0 never kills and prints e
 (one per line, ``name<TAB>argument``) and then the result; otherwise the process dies by SIGKILL
 right before step K runs, with no chance to clean up, as on a power cut of the process.
 No production hook is involved: the steps are counted by wrapping the ``os`` functions.
+
+``python crash_child.py --after WEEK KEY ROOT...`` is the fresh process that comes after the
+crashes: for each store it runs ``idempotent-jobs check`` (the CLI's ``main``), then retries the
+key, and prints ``ROOT<TAB>check exit code<TAB>episode id<TAB>reused``.
 """
 
 from __future__ import annotations
@@ -16,12 +20,23 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.cli import main as cli_main
 
 #: Every ``os`` call the file store (and filelock) uses to change or persist the tree.
 STEPS = ("open", "write", "fsync", "close", "mkdir", "rename", "replace", "link", "unlink", "rmdir")
 
 
+def after_the_crashes(week: str, key: str, roots: list[str]) -> None:
+    for root in roots:
+        checked = cli_main(["--store", root, "check"])
+        episode = FileEpisodeStore(root, lock_timeout=10).allocate(week, key)
+        print(f"{root}\t{checked}\t{episode.episode_id}\t{episode.reused}", flush=True)
+
+
 def main() -> None:
+    if sys.argv[1] == "--after":
+        after_the_crashes(sys.argv[2], sys.argv[3], sys.argv[4:])
+        return
     root, week, key, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     store = FileEpisodeStore(root, lock_timeout=10)
     taken: list[str] = []

@@ -77,27 +77,47 @@ def test_sigkill_at_every_step_leaves_a_store_that_check_accepts_and_a_retry_com
         n for n, step in enumerate(steps, 1) if step.startswith("rename\t") and f"/.tmp-{expected_id}-" in step
     )
     assert 5 < commit < len(steps)
+    roots = {}
     for kill_at in range(1, len(steps) + 1):
-        root = tmp_path / f"k{kill_at}"
+        root = roots[kill_at] = tmp_path / f"k{kill_at}"
         shutil.copytree(base, root)
         killed = child(root, week, kill_at)
         assert killed.returncode == -signal.SIGKILL, (kill_at, steps[kill_at - 1], killed.stderr)
-
-        check = run_cli("--store", str(root), "check")
-        assert check.code == 0, (kill_at, steps[kill_at - 1], check.stdout, check.stderr)
         holders = [e.episode_id for e in FileEpisodeStore(root).list() if e.allocation_key == KEY]
-        committed = kill_at > commit
-        assert holders == ([expected_id] if committed else []), (kill_at, steps[kill_at - 1])
+        assert holders == ([expected_id] if kill_at > commit else []), (kill_at, steps[kill_at - 1])
 
-        retry = child(root, week, 0)
-        assert retry.returncode == 0, retry.stderr
-        assert retry.stdout.splitlines()[-1] == f"result\t{expected_id}\t{committed}", (kill_at, steps[kill_at - 1])
+    # One fresh process checks every crashed store with the CLI, then retries the key in it.
+    after = subprocess.run(
+        [sys.executable, str(CHILD), "--after", week, KEY, *map(str, roots.values())],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    assert after.returncode == 0, after.stderr
+    outcome = {Path(line.split("\t")[0]): line.split("\t")[1:] for line in after.stdout.splitlines()}
+    for kill_at, root in roots.items():
+        where = (kill_at, steps[kill_at - 1])
+        assert outcome[root] == ["0", expected_id, str(kill_at > commit)], where
         store = FileEpisodeStore(root)
-        assert [e.episode_id for e in store.list() if e.allocation_key == KEY] == [expected_id]
+        assert [e.episode_id for e in store.list() if e.allocation_key == KEY] == [expected_id], where
         assert_consistent(store)
-        assert check_store(store) == [], kill_at
+        assert check_store(store) == [], where
         # The store goes on: the next allocation of the week takes the next sequence.
         following = store.allocate(week, "after-the-crash")
-        assert following.sequence == int(expected_id.rsplit("-", 1)[1]) + 1
-        assert check_store(store) == []
-        shutil.rmtree(root)
+        assert following.sequence == int(expected_id.rsplit("-", 1)[1]) + 1, where
+        assert check_store(store) == [], where
+
+
+def test_check_from_the_command_line_accepts_a_store_killed_mid_write(base: Path, tmp_path: Path) -> None:
+    """The same verdict from ``idempotent-jobs check`` run as its own process, at a mid-write step."""
+    steps, _ = steps_of_one_allocation(base, tmp_path, "2026-W32")
+    root = tmp_path / "killed"
+    shutil.copytree(base, root)
+    kill_at = next(n for n, step in enumerate(steps, 1) if step.startswith("rename\t"))
+    assert child(root, "2026-W32", kill_at).returncode == -signal.SIGKILL
+    leftovers = [p.name for p in (root / "episodes" / "2026-W32").iterdir() if p.name.startswith(".tmp-")]
+    assert leftovers, "the kill should have left the uncommitted write behind"
+    check = run_cli("--store", str(root), "check")
+    assert check.code == 0, check.stdout
+    assert "0 problems" in check.stderr
