@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
+
+from tests.pg import pg_url
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -106,9 +109,42 @@ def provider_server() -> Iterator[RunningProvider]:
         proc.wait(timeout=10)
 
 
+def postgres_connection(url: str) -> str:
+    """A plain Airflow ``postgres`` Connection (JSON form) for a ``postgresql://`` URL."""
+    parts = urlsplit(url)
+    return json.dumps(
+        {
+            "conn_type": "postgres",
+            "host": parts.hostname,
+            "port": parts.port,
+            "login": unquote(parts.username or ""),
+            "password": unquote(parts.password or "") or None,
+            "schema": parts.path.lstrip("/"),
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def scenario_pg_database(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """A fresh database for the PostgreSQL-store scenario; None where no server answers (outside CI)."""
+    try:
+        server = request.getfixturevalue("pg_server")
+    except pytest.skip.Exception:
+        yield None
+        return
+    name = server.create()
+    try:
+        yield pg_url(name)
+    finally:
+        server.drop(name)
+
+
 @pytest.fixture(scope="session")
 def scenario_results(
-    airflow_home: AirflowHome, provider_server: RunningProvider, tmp_path_factory: pytest.TempPathFactory
+    airflow_home: AirflowHome,
+    provider_server: RunningProvider,
+    scenario_pg_database: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, Any]]:
     """Every scenario of scenarios.py, run once in one process; tests assert on parts of it."""
     work = tmp_path_factory.mktemp("scenarios")
@@ -125,6 +161,9 @@ def scenario_results(
         "AIRFLOW_CONN_IJ_PROVIDER_PLAIN": provider_server.connection(tokens_honoured=False, lookup_path=None),
         "AIRFLOW_CONN_MEDIA_PROVIDER": provider_server.connection(),
     }
+    if scenario_pg_database is not None:
+        env["IJ_PG_URL"] = scenario_pg_database
+        env["AIRFLOW_CONN_IJ_PG_STORE"] = postgres_connection(scenario_pg_database)
     log = work / "scenarios.log"
     with log.open("w") as sink:
         done = subprocess.run(

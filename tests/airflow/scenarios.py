@@ -59,7 +59,7 @@ def run_dag(
 def store_contents(path: str | Path) -> list[dict[str, Any]]:
     from airflow_idempotent_jobs import open_store
 
-    if not Path(path).exists():
+    if "://" not in str(path) and not Path(path).exists():
         return []
     with open_store(path) as store:
         return [episode.to_dict() for episode in store.list()]
@@ -110,6 +110,16 @@ def manual(bag: Any) -> Result:
 def mapped(bag: Any) -> Result:
     run = run_dag(bag, "ij_mapped", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
     return {"run": run, "store": store_contents(dag_store("ij_mapped"))}
+
+
+@scenario
+def pg_store(bag: Any) -> Result:
+    """AllocateEpisodeOperator(store_conn_id=<a postgres Connection>): the PostgreSQL store."""
+    url = os.environ.get("IJ_PG_URL")
+    if not url:
+        return {"skipped": "no PostgreSQL server for this session"}
+    run = run_dag(bag, "ij_pg_store", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
+    return {"run": run, "store": store_contents(url)}
 
 
 # -- paid generation against the provider server ------------------------------------------------

@@ -143,3 +143,30 @@ def test_logs_say_allocated_or_reused_with_the_key(scenario_results: dict[str, A
     key = f"airflow:ij_weekly:allocate:{scenario_results['weekly']['retried']['run_id']}"
     assert f"Episode 2026-W32-0 allocated for key '{key}'" in log
     assert f"Episode 2026-W32-0 reused for key '{key}'" in log
+
+
+def test_allocation_conflict_fails_without_retry(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "manual")
+    assert ti(result["run"], "conflict") == {"task_id": "conflict", "map_index": -1, "state": "failed", "try_number": 1}
+    assert [e["episode_id"] for e in result["store"] if e["allocation_key"] == "batch-7"] == ["2026-W40-0"]
+    assert not [e for e in result["store"] if e["week_id"] == "2026-W41"]
+
+
+def test_unavailable_store_is_left_to_airflow_retries(scenario_results: dict[str, Any]) -> None:
+    run = scenario(scenario_results, "manual")["run"]
+    # StoreUnavailable is not final: retries=2 gives three tries before the task fails.
+    assert ti(run, "unavailable") == {"task_id": "unavailable", "map_index": -1, "state": "failed", "try_number": 3}
+
+
+def test_store_behind_a_postgres_connection(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "pg_store")
+    if "skipped" in result:
+        pytest.skip(result["skipped"])
+    run = result["run"]
+    assert [(t["try_number"], t["episode_id"], t["reused"]) for t in observed(run, "allocated")] == [
+        (1, "2026-W32-0", False),
+        (2, "2026-W32-0", True),
+    ]
+    assert [(e["episode_id"], e["allocation_key"]) for e in result["store"]] == [
+        ("2026-W32-0", f"airflow:ij_pg_store:allocate:{run['run_id']}")
+    ]

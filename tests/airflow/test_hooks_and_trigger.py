@@ -17,6 +17,7 @@ from airflow_idempotent_jobs.hooks.store import EpisodeStoreHook
 from airflow_idempotent_jobs.paid.ledger import SubmissionLedger
 from airflow_idempotent_jobs.paid.server import ProviderServer, server_provider_config
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
+from tests.airflow.conftest import postgres_connection
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]
 
@@ -66,6 +67,19 @@ def test_store_hook_builds_a_postgres_url_from_a_postgres_connection(monkeypatch
         EpisodeStoreHook("ij_pg").get_store_url()
         == "postgresql://svc:p%40ss%2Fword@db.internal:6543/jobs?sslmode=require"
     )
+
+
+@pytest.mark.postgres
+def test_store_hook_opens_the_postgres_store_of_a_postgres_connection(
+    monkeypatch: pytest.MonkeyPatch, pg_database: str
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IJ_PG_REAL", postgres_connection(pg_database))
+    hook = EpisodeStoreHook("ij_pg_real")
+    assert hook.test_connection()[0]
+    allocated = hook.store.allocate("2026-W32", "hook-pg-key")
+    hook.close()
+    with open_store(pg_database) as store:
+        assert store.get(allocated.episode_id) == allocated
 
 
 def test_store_hook_reports_a_connection_without_a_store(monkeypatch: pytest.MonkeyPatch) -> None:

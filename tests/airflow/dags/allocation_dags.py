@@ -66,6 +66,12 @@ with DAG(
     )
     templated >> report_templated()
     AllocateEpisodeOperator(task_id="strict", week_source="logical_date", store=store_for("ij_manual"))
+    # The key templated holds in 2026-W40, asked for in 2026-W41: a conflict, no retry can fix it.
+    templated >> AllocateEpisodeOperator(
+        task_id="conflict", week="2026-W41", allocation_key="batch-{{ params.batch }}", store=store_for("ij_manual")
+    )
+    # A store that cannot be opened (its parent is a file): StoreUnavailable, which Airflow retries.
+    AllocateEpisodeOperator(task_id="unavailable", store="/etc/hostname/idempotent_jobs")
 
 # One episode per mapped task instance, stable across a retry.
 with DAG("ij_mapped", schedule=None, start_date=UTC_START, catchup=False, default_args=RETRY_ONCE):
@@ -86,3 +92,12 @@ with DAG("ij_mapped", schedule=None, start_date=UTC_START, catchup=False, defaul
 with DAG("ij_tasks_test", schedule=None, start_date=UTC_START, catchup=False):
     AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_tasks_test"))
     AllocateEpisodeOperator(task_id="allocate_allowed", allow_test_runs=True, store=store_for("ij_tasks_test"))
+
+# The store behind a plain `postgres` Connection (skipped by the runner when no server is configured).
+with DAG("ij_pg_store", schedule=None, start_date=UTC_START, catchup=False, default_args=RETRY_ONCE):
+
+    @task
+    def report_pg(**context: Any) -> None:
+        report_xcoms(context, "allocate")
+
+    FlakyAllocate(task_id="allocate", store_conn_id="ij_pg_store") >> report_pg()
