@@ -3,11 +3,13 @@ folder of its own, and one process that runs every ``dag.test()`` scenario (see 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,14 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from tests.pg import pg_url
+
+# Airflow reads AIRFLOW_HOME when it is first imported: keep this pytest process (the in-process
+# hook, trigger and definition tests) off ~/airflow. The runs use homes of their own (below).
+if "AIRFLOW_HOME" not in os.environ:
+    _PYTEST_HOME = tempfile.mkdtemp(prefix="ij-pytest-airflow-")
+    os.environ["AIRFLOW_HOME"] = _PYTEST_HOME
+    os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    atexit.register(shutil.rmtree, _PYTEST_HOME, True)
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
