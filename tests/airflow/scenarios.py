@@ -107,6 +107,14 @@ def manual(bag: Any) -> Result:
 
 
 @scenario
+def week_sources(bag: Any) -> Result:
+    # Logical date Monday 2026-08-10 (W33); its weekly interval ended Sunday 2026-08-09 (W32);
+    # the run was made on 2026-08-20 (W34).
+    run = run_dag(bag, "ij_week_sources", logical_date=utc(2026, 8, 10, 12), run_after=utc(2026, 8, 20, 12))
+    return {"run": run, "store": store_contents(dag_store("ij_week_sources"))}
+
+
+@scenario
 def mapped(bag: Any) -> Result:
     run = run_dag(bag, "ij_mapped", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
     return {"run": run, "store": store_contents(dag_store("ij_mapped"))}

@@ -170,3 +170,14 @@ def test_store_behind_a_postgres_connection(scenario_results: dict[str, Any]) ->
     assert [(e["episode_id"], e["allocation_key"]) for e in result["store"]] == [
         ("2026-W32-0", f"airflow:ij_pg_store:allocate:{run['run_id']}")
     ]
+
+
+def test_week_source_picks_the_date_the_week_comes_from(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "week_sources")
+    by_task = {e["allocation_key"].split(":")[2]: e["week_id"] for e in result["store"]}
+    assert by_task == {
+        "by_default": "2026-W33",  # the logical date
+        "by_logical_date": "2026-W33",
+        "by_data_interval_end": "2026-W32",
+        "by_run_after": "2026-W34",
+    }

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, CronDataIntervalTimetable, task
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
 from tests.airflow.support import FlakyAllocate, observe, report_xcoms, store_for
@@ -101,3 +101,15 @@ with DAG("ij_pg_store", schedule=None, start_date=UTC_START, catchup=False, defa
         report_xcoms(context, "allocate")
 
     FlakyAllocate(task_id="allocate", store_conn_id="ij_pg_store") >> report_pg()
+
+# week_source: a weekly data interval ending on Sundays, and a run_after apart from the logical date.
+with DAG(
+    "ij_week_sources",
+    schedule=CronDataIntervalTimetable("0 0 * * SUN", timezone="UTC"),
+    start_date=UTC_START,
+    catchup=False,
+):
+    for source in (None, "logical_date", "data_interval_end", "run_after"):
+        AllocateEpisodeOperator(
+            task_id=f"by_{source or 'default'}", week_source=source, store=store_for("ij_week_sources")
+        )
