@@ -23,7 +23,20 @@ from airflow_idempotent_jobs import FileEpisodeStore
 from airflow_idempotent_jobs.cli import main as cli_main
 
 #: Every ``os`` call the file store (and filelock) uses to change or persist the tree.
-STEPS = ("open", "write", "fsync", "close", "mkdir", "rename", "replace", "link", "unlink", "rmdir")
+STEPS = (
+    "open",
+    "write",
+    "pwrite",
+    "ftruncate",
+    "fsync",
+    "close",
+    "mkdir",
+    "rename",
+    "replace",
+    "link",
+    "unlink",
+    "rmdir",
+)
 
 
 def after_the_crashes(week: str, key: str, roots: list[str]) -> None:

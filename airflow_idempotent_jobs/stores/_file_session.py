@@ -21,6 +21,10 @@ __all__ = ["HISTORY_FILE", "STATE_FILE", "FileSession", "history_entry", "histor
 STATE_FILE = "state.json"
 #: The week group's history, beside the episode directories of its week.
 HISTORY_FILE = "history.json"
+#: The next history is written into this private file, reusing the inode of an older history.
+SPARE_HISTORY = f"{TMP_PREFIX}{HISTORY_FILE}-spare"
+#: The history being replaced, kept by a second link until it becomes the spare.
+DISPLACED_HISTORY = f"{TMP_PREFIX}{HISTORY_FILE}-displaced"
 
 
 class FileSession:
@@ -78,7 +82,8 @@ class FileSession:
         episode_id = episode.id
         week = episode_id.week
         week_dir = store.week_dir(week)
-        history_tmp = week_dir / tmp_name(HISTORY_FILE)
+        history_path = store.history_path(week)
+        spare = week_dir / SPARE_HISTORY
         staging = week_dir / tmp_name(str(episode_id))
         batch = SyncBatch()
         #: What this write made before its commit, taken back if it fails (a crash leaves them).
@@ -94,18 +99,18 @@ class FileSession:
             staging.mkdir()
             batch.create(staging / STATE_FILE, dump_json(episode.to_record()))
             batch.directory(staging)
-            batch.create(history_tmp, dump_json(self._next_history(episode)))
+            batch.rewrite(spare, dump_json(self._next_history(episode)), distinct_from=history_path)
             batch.flush()
             # 2. Commit: the rename makes the episode exist; the week's fsync makes it last.
             os.rename(staging, store.episode_dir(episode_id))
         except BaseException:
             # Not committed (the rename is atomic): nothing of this write may stay behind.
             batch.close()
-            _remove_leftovers([staging, history_tmp, *reversed(created)])
+            _remove_leftovers([staging, *reversed(created)])
             raise
         fsync_dir(week_dir)
         # 3. Derived, so no fsync of its own (see the class docstring).
-        os.replace(history_tmp, store.history_path(week))
+        _swap_history(spare, history_path)
         self._weeks.pop(week, None)
 
     def _next_history(self, episode: Episode) -> dict[str, Any]:
@@ -127,6 +132,27 @@ class FileSession:
 
     def week_episodes(self, week: WeekId) -> list[Episode]:
         return list(self._store._scan(week))
+
+
+def _swap_history(spare: Path, history: Path) -> None:
+    """Put the written spare in place of the history, and keep the displaced inode as the next spare.
+
+    Every step is a rename or a link (no inode is allocated). A crash in between leaves at worst
+    no spare (the next allocation makes one) or a displaced link (removed below next time).
+    """
+    displaced: Path | None = spare.with_name(DISPLACED_HISTORY)
+    assert displaced is not None
+    try:
+        os.unlink(displaced)
+    except FileNotFoundError:
+        pass
+    try:
+        os.link(history, displaced)
+    except OSError:  # no history yet, or no hard links here: the next spare is a new file
+        displaced = None
+    os.replace(spare, history)
+    if displaced is not None:
+        os.rename(displaced, spare)
 
 
 def _remove_leftovers(paths: builtins.list[Path]) -> None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import builtins
 import errno
+import fcntl
 import hashlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +44,8 @@ MARKER_TEMPLATE = "marker"
 #: Hex characters of the key digest that name a marker's bucket: 256 buckets keep a lookup's
 #: listing short (80 names at 20 000 episodes) while a young store soon has every bucket made.
 _KEY_BUCKET_CHARS = 2
+#: How often a waiting process probes the lock (see `FileEpisodeStore._acquire_lock`).
+_PROBE_INTERVAL = 0.0002
 #: Errors of ``link`` that mean "this file system will not hard-link here": create the marker instead.
 _NO_LINK_ERRNOS = frozenset({errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
 
@@ -110,7 +114,7 @@ class FileEpisodeStore(EpisodeStore):
     def _session(self) -> Iterator[FileSession]:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._lock.acquire()
+            self._acquire_lock()
         except filelock.Timeout as exc:
             raise StoreUnavailable(
                 f"could not lock the store {self.root} within {self.lock_timeout:g}s (another process holds it)"
@@ -126,6 +130,41 @@ class FileEpisodeStore(EpisodeStore):
             raise StoreUnavailable(f"store write failed at {where}: {exc.strerror or exc}") from exc
         finally:
             self._lock.release()
+
+    def _acquire_lock(self) -> None:
+        """Take the ``filelock`` lock; while another process holds it, wait by a cheap probe.
+
+        A refused ``filelock`` attempt costs about 45 us of CPU; seven waiters polling every
+        millisecond burn a third of a core that the holder needs on a small machine. So a waiter
+        probes the same ``flock`` with a bare non-blocking call on its own descriptor (about 1 us),
+        lets go at once, and only then asks ``filelock``, which may still lose the race and wait again.
+        """
+        try:
+            self._lock.acquire(blocking=False)
+            return
+        except filelock.Timeout:
+            pass
+        deadline = time.monotonic() + self.lock_timeout
+        probe = os.open(self._lock.lock_file, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            while True:
+                time.sleep(_PROBE_INTERVAL)
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise filelock.Timeout(self._lock.lock_file) from None
+                    continue
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                try:
+                    self._lock.acquire(blocking=False)
+                    return
+                except filelock.Timeout:
+                    if time.monotonic() >= deadline:
+                        raise
+
+        finally:
+            os.close(probe)
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
         return self._load(episode_id)
