@@ -37,5 +37,9 @@ demo-cli: install
 bench: install
 	$(BIN)/python benchmarks/allocate.py
 
+# A real CeleryExecutor deployment (2 workers) backfills 14 runs against the PostgreSQL store.
+e2e-distributed: install
+	$(BIN)/python -m e2e.distributed
+
 clean:
 	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache
