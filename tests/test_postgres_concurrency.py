@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_idempotent_jobs import Episode, StoreUnavailable, open_store
+from airflow_idempotent_jobs import StoreUnavailable, open_store
 from airflow_idempotent_jobs.stores.postgres import PostgresSession
 
 pytestmark = pytest.mark.postgres
@@ -66,15 +66,16 @@ def test_16_processes_x_50_allocations_are_contiguous_per_week(pg_database: str)
 
 
 def _victim(url: str, key: str, paused: Any, resume: Any, results: Any) -> None:
-    """Allocate, but stop inside the transaction right after the INSERT (the test's seam)."""
-    original = PostgresSession.insert
+    """Allocate, but stop inside the transaction with the INSERT sent and COMMIT not (the test's seam)."""
+    original = PostgresSession.commit
 
-    def insert_then_pause(self: PostgresSession, episode: Episode) -> None:
-        original(self, episode)
+    def insert_then_pause(self: PostgresSession) -> None:
+        self.write()
         paused.set()
         resume.wait(timeout=60)
+        original(self)
 
-    PostgresSession.insert = insert_then_pause  # type: ignore[method-assign]
+    PostgresSession.commit = insert_then_pause  # type: ignore[method-assign]
     try:
         with open_store(url) as store:
             episode = store.allocate("2026-W32", key)
@@ -114,6 +115,13 @@ def test_connection_killed_mid_allocation_leaves_nothing_and_the_retry_gets_one_
                 "WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()"
             ).fetchall()
             assert len(holders) == 1
+            # Its INSERT went through (it holds the row lock an insert takes), yet nothing is visible.
+            wrote = admin.execute(
+                "SELECT count(*) FROM pg_locks WHERE pid = %s AND mode = 'RowExclusiveLock' "
+                "AND relation = 'idempotent_jobs.episodes'::regclass",
+                (holders[0][0],),
+            ).fetchone()
+            assert wrote == (1,)
             assert (_count(admin, "episodes"), _count(admin, "weeks")) == (0, 0)
 
             # Another client queues behind the lock meanwhile.

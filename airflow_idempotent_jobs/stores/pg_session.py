@@ -107,6 +107,7 @@ class PostgresSession:
         self._conn = conn
         self._sql = statements(store.schema)
         self._namespace = store.namespace
+        self._pending: list[Episode] = []
 
     def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
         with self._conn.cursor(row_factory=dict_row) as cur:
@@ -128,6 +129,24 @@ class PostgresSession:
         return None if row is None or row[0] is None else int(row[0])
 
     def insert(self, episode: Episode) -> None:
+        # Sent by `commit`, in the same round trip as COMMIT: nothing is visible before it anyway.
+        self._pending.append(episode)
+
+    def write(self) -> None:
+        """Send the pending inserts now, without committing."""
+        while self._pending:
+            self._insert(self._pending.pop(0))
+
+    def commit(self) -> None:
+        """The commit point: pending inserts and COMMIT, pipelined into one round trip."""
+        if self._pending:
+            with self._conn.pipeline():
+                self.write()
+                self._conn.execute(b"COMMIT")
+        else:
+            self._conn.execute(b"COMMIT")
+
+    def _insert(self, episode: Episode) -> None:
         try:
             self._conn.execute(self._sql.insert, row_values(self._namespace, episode))
         except psycopg.errors.UniqueViolation as exc:

@@ -7,8 +7,8 @@ lock protects one host only). Allocation is one READ COMMITTED transaction::
     -- from here on no other client of this namespace is between its read and its write
     SELECT ... WHERE allocation_key = %(key)s          (holders)
     SELECT greatest(weeks.highest_sequence, max(episodes.sequence))
-    INSERT weeks (upsert of the high-water mark) + INSERT episodes   (one statement)
-    COMMIT                                            (the commit point)
+    INSERT weeks (upsert of the high-water mark) + INSERT episodes   (one statement,
+    COMMIT                                            pipelined with the commit point)
 
 The advisory lock, not ``FOR UPDATE``, serializes it: a row lock cannot cover a week that has no
 rows yet. READ COMMITTED matters: each statement after the lock sees every commit made before
@@ -142,15 +142,16 @@ class PostgresEpisodeStore(EpisodeStore):
             assert isinstance(conn, psycopg.Connection) and conn.autocommit
             try:
                 conn.execute(begin.encode())
+                session = PostgresSession(self, conn)
                 try:
-                    yield PostgresSession(self, conn)
+                    yield session
+                    session.commit()
                 except BaseException:
                     try:
                         conn.execute(b"ROLLBACK")
                     except psycopg.Error:
                         pooled.invalidate()  # the caller's error matters more than this one
                     raise
-                conn.execute(b"COMMIT")  # the commit point
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:
                     pooled.invalidate(exc)
