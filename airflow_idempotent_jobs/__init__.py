@@ -1,26 +1,38 @@
 """Exactly one job per scheduled invocation, at most one paid submission per job.
 
-Importing the package never imports Airflow or SQLAlchemy.
+Names are loaded on first use: Airflow imports this package (for ``get_provider_info``) in every
+process that imports ``airflow.sdk``, so the package itself must cost next to nothing. Importing it
+never imports Airflow or SQLAlchemy.
 """
 
 from __future__ import annotations
 
-from .episode import Episode, EpisodeStatus, Submission, SubmissionState
-from .errors import (
-    AllocationConflict,
-    BudgetExceeded,
-    EpisodeNotFound,
-    IdempotentJobsError,
-    IllegalTransition,
-    InvalidIdentifier,
-    StoreCorrupted,
-    StoreUnavailable,
-    SubmissionStateUnknown,
-)
-from .identity import EpisodeId, WeekId
-from .stores import EpisodeStore, FileEpisodeStore, open_store
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "Episode": "episode",
+    "EpisodeStatus": "episode",
+    "Submission": "episode",
+    "SubmissionState": "episode",
+    "AllocationConflict": "errors",
+    "BudgetExceeded": "errors",
+    "EpisodeNotFound": "errors",
+    "IdempotentJobsError": "errors",
+    "IllegalTransition": "errors",
+    "InvalidIdentifier": "errors",
+    "StoreCorrupted": "errors",
+    "StoreUnavailable": "errors",
+    "SubmissionStateUnknown": "errors",
+    "EpisodeId": "identity",
+    "WeekId": "identity",
+    "EpisodeStore": "stores",
+    "FileEpisodeStore": "stores",
+    "open_store": "stores",
+}
 
 __all__ = [
     "AllocationConflict",
@@ -43,3 +55,32 @@ __all__ = [
     "__version__",
     "open_store",
 ]
+
+if TYPE_CHECKING:
+    from .episode import Episode, EpisodeStatus, Submission, SubmissionState
+    from .errors import (
+        AllocationConflict,
+        BudgetExceeded,
+        EpisodeNotFound,
+        IdempotentJobsError,
+        IllegalTransition,
+        InvalidIdentifier,
+        StoreCorrupted,
+        StoreUnavailable,
+        SubmissionStateUnknown,
+    )
+    from .identity import EpisodeId, WeekId
+    from .stores import EpisodeStore, FileEpisodeStore, open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *_EXPORTS]

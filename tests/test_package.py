@@ -1,0 +1,27 @@
+"""The package root: its public names, and that importing it stays cheap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import airflow_idempotent_jobs as package
+
+
+def test_every_public_name_resolves() -> None:
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name
+    assert set(package.__all__) == {*package._EXPORTS, "__version__"}
+
+
+def test_importing_the_package_loads_nothing_heavy() -> None:
+    # Airflow imports the package in every process (get_provider_info): it must load no store,
+    # no filelock, no Airflow and no SQLAlchemy until a name is used.
+    code = (
+        "import json, sys; import airflow_idempotent_jobs; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('airflow', 'sqlalchemy', 'filelock', 'httpx') or m.startswith('airflow_idempotent_jobs.'))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert loaded == []
