@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.engine.url import URL, make_url
 
+from ..check import Problem
 from ..episode import Episode
 from ..errors import (
     IdempotentJobsError,
@@ -174,7 +175,7 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._owns_engine:
             self.engine.dispose()
 
-    def check(self, ids: builtins.list[EpisodeId]) -> builtins.list[Any]:
+    def check(self, ids: Sequence[EpisodeId]) -> builtins.list[Problem]:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
         from .pg_check import check_postgres_store
 
