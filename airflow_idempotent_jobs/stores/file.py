@@ -144,7 +144,8 @@ class FileEpisodeStore(EpisodeStore):
             return
         except filelock.Timeout:
             pass
-        deadline = time.monotonic() + self.lock_timeout
+        # A negative timeout waits for ever, as in ``filelock``.
+        deadline = time.monotonic() + self.lock_timeout if self.lock_timeout >= 0 else float("inf")
         probe = os.open(self._lock.lock_file, os.O_RDWR | os.O_CLOEXEC)
         try:
             while True:
