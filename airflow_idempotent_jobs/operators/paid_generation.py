@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from airflow.sdk import BaseOperator
 
@@ -165,9 +165,7 @@ class PaidGenerationOperator(BaseOperator):
     def _provider(self) -> PaidProvider:
         from ..hooks.http_provider import HttpPaidProviderHook
 
-        # `PaidProvider` declares ``capabilities`` as a plain attribute, `HttpPaidProvider` as a
-        # read-only property: the same thing at run time, a mismatch for mypy only.
-        return cast("PaidProvider", HttpPaidProviderHook(self.provider_conn_id).get_provider())
+        return HttpPaidProviderHook(self.provider_conn_id).get_provider()
 
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger

@@ -27,9 +27,9 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
-from ..episode import Episode, Submission, SubmissionState
+from ..episode import Episode, EpisodeStatus, Submission, SubmissionState
 from ..errors import (
     BudgetExceeded,
     IdempotentJobsError,
@@ -361,8 +361,10 @@ class SubmissionLedger:
 
     # -- rules -----------------------------------------------------------------------------------
     def _moved(self, ep: Episode, state: SubmissionState, note: str, **changes: Any) -> Episode:
+        submission = ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)
+        # The job's status follows its paid call, so `list` tells at a glance what is done.
         return dataclasses.replace(
-            ep, submission=ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)
+            ep, submission=submission, status=_JOB_STATUS[state], updated_at=submission.updated_at
         )
 
     def _checked(self, ep: Episode) -> Submission:
@@ -404,6 +406,17 @@ class SubmissionLedger:
         over = spent + requested > self.weekly_budget or (requested == 0.0 and spent >= self.weekly_budget)
         if over:
             raise BudgetExceeded(ep.episode_id, ep.week_id, self.weekly_budget, spent, requested)
+
+
+#: The episode status each ledger state implies.
+_JOB_STATUS: Final[Mapping[SubmissionState, EpisodeStatus]] = {
+    _S.NONE: EpisodeStatus.ALLOCATED,
+    _S.SUBMITTING: EpisodeStatus.RUNNING,
+    _S.UNKNOWN: EpisodeStatus.RUNNING,
+    _S.ACCEPTED: EpisodeStatus.RUNNING,
+    _S.SUCCEEDED: EpisodeStatus.SUCCEEDED,
+    _S.FAILED: EpisodeStatus.FAILED,
+}
 
 
 def _committed_cost(sub: Submission) -> float:
