@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,7 +17,7 @@ from ._durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, wri
 if TYPE_CHECKING:
     from .file import FileEpisodeStore
 
-__all__ = ["HISTORY_FILE", "STATE_FILE", "FileSession", "history_entry", "history_record"]
+__all__ = ["HISTORY_FILE", "STATE_FILE", "FileSession", "dump_history", "history_entry", "history_record"]
 
 #: The episode record inside each episode directory; its directory's rename is the commit.
 STATE_FILE = "state.json"
@@ -103,7 +105,7 @@ class FileSession:
             staging.mkdir()
             batch.create(staging / STATE_FILE, dump_json(episode.to_record()))
             batch.directory(staging)
-            batch.rewrite(spare, dump_json(self._next_history(episode)), distinct_from=history_path)
+            batch.rewrite(spare, dump_history(self._next_history(episode)), distinct_from=history_path)
             batch.flush()
             # 2. Commit: the rename makes the episode exist; the week's fsync makes it last.
             os.rename(staging, store.episode_dir(episode_id))
@@ -189,3 +191,15 @@ def history_record(week: WeekId, highest: int, entries: dict[str, dict[str, Any]
         "highest_sequence": highest,
         "episodes": sorted(entries.values(), key=lambda e: int(e["sequence"])),
     }
+
+
+def dump_history(record: dict[str, Any]) -> bytes:
+    """The history as JSON with one episode per line.
+
+    It is rewritten on every allocation and grows with its week: ``json``'s C encoder (used
+    only without ``indent``) writes it ten times faster than the indented form.
+    """
+    compact = functools.partial(json.dumps, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    head = compact({k: v for k, v in record.items() if k != "episodes"})
+    lines = ",\n".join(compact(entry) for entry in record["episodes"])
+    return f'{head[:-1]},"episodes":[\n{lines}\n]}}\n'.encode()

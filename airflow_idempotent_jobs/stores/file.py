@@ -34,8 +34,8 @@ import filelock
 from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
-from ._durable import TMP_PREFIX, SyncBatch, dump_json, read_json, tmp_name, write_durable
-from ._file_session import HISTORY_FILE, STATE_FILE, FileSession, history_entry, history_record
+from ._durable import TMP_PREFIX, SyncBatch, read_json, tmp_name, write_durable
+from ._file_session import HISTORY_FILE, STATE_FILE, FileSession, dump_history, history_entry, history_record
 from .base import EpisodeStore
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
@@ -243,7 +243,7 @@ class FileEpisodeStore(EpisodeStore):
                 highest = max([m.sequence for m in members] + ([previous] if previous is not None else []))
                 entries = {m.episode_id: history_entry(m) for m in members}
                 tmp = self.week_dir(week) / tmp_name(HISTORY_FILE)
-                batch.create(tmp, dump_json(history_record(week, highest, entries)))
+                batch.create(tmp, dump_history(history_record(week, highest, entries)))
                 renames.append((tmp, self.history_path(week)))
             batch.flush()
         finally:
