@@ -45,7 +45,7 @@ MARKER_TEMPLATE = "marker"
 #: listing short (80 names at 20 000 episodes) while a young store soon has every bucket made.
 _KEY_BUCKET_CHARS = 2
 #: How often a waiting process probes the lock (see `FileEpisodeStore._acquire_lock`).
-_PROBE_INTERVAL = 0.0002
+_PROBE_INTERVAL = 0.0005
 #: Errors of ``link`` that mean "this file system will not hard-link here": create the marker instead.
 _NO_LINK_ERRNOS = frozenset({errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
 
