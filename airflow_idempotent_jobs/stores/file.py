@@ -231,6 +231,13 @@ class FileEpisodeStore(EpisodeStore):
                 batch.directory(self.root)
             if not (self.index_dir / MARKER_TEMPLATE).exists():
                 self._new_marker_template(batch)
+            # Every bucket up front: a one-time cost (256 directories, tens of ms) instead of an
+            # extra directory and fsync on most allocations of a young store.
+            keys_dir.mkdir()
+            for n in range(16**_KEY_BUCKET_CHARS):
+                (keys_dir / f"{n:0{_KEY_BUCKET_CHARS}x}").mkdir()
+            batch.directory(keys_dir)
+            batch.directory(self.index_dir)
             for episode in episodes:
                 self._write_marker(episode, batch)
             by_week: dict[str, builtins.list[Episode]] = {}
