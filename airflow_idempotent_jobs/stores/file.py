@@ -6,9 +6,13 @@ Layout under the root (every JSON file carries ``schema_version``)::
     .lock                               the lock held across discovery and persistence
     episodes/<week>/<episode_id>/state.json   the episode record: its rename is the commit point
     episodes/<week>/history.json        the week group's history (derived; may lag by a crash)
+    episodes/<week>/.tmp-*              leftovers and the history's spare inode: never read
     index/meta.json                     marks the key index as built, with its bucket width
     index/marker                        the empty file every key marker is a hard link of
-    index/keys/<h2>/<sha256(key)>.<episode_id>   empty marker files: the key index (derived)
+    index/keys/<h2>/<sha256(key)>.<episode_id>   empty marker files: the key index (derived;
+                                        all 256 buckets are made when the index is built)
+
+An allocation's write order and why it is durable are in `FileSession`.
 
 A ``flock`` protects processes on one host only, and not on NFS: across hosts use the
 PostgreSQL store.
