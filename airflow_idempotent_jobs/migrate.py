@@ -132,13 +132,8 @@ def _journals(store: FileEpisodeStore) -> dict[str, ManifestJob]:
 def _next_free(store: FileEpisodeStore, week: WeekId) -> EpisodeId:
     """What `allocate` would hand out now, read without the lock (a dry run's prediction)."""
     highest = max((e.sequence for e in store.list(week)), default=-1)
-    try:
-        history = read_json(store.history_path(week))
-        if isinstance(history, dict) and isinstance(history.get("highest_sequence"), int):
-            highest = max(highest, history["highest_sequence"])
-    except FileNotFoundError:
-        pass
-    return EpisodeId(week, highest + 1)
+    recorded = store.history_highest(week)
+    return EpisodeId(week, max(highest, -1 if recorded is None else recorded) + 1)
 
 
 def plan_migration(

@@ -113,7 +113,7 @@ def test_rebuild_index_restores_a_deleted_index(root: Path) -> None:
     allocate(root, "--week", "2026-W32", "--key", "job-b")
     allocate(root, "--week", "2026-W33", "--key", "job-c")
     shutil.rmtree(root / "index")
-    (root / "episodes" / "2026-W32" / "history.json").unlink()
+    (root / "episodes" / "2026-W32" / "history.jsonl").unlink()
     rebuilt = run_cli("--store", str(root), "rebuild-index")
     assert rebuilt.code == 0, rebuilt.stderr
     assert "3 episodes" in rebuilt.stderr

@@ -72,16 +72,22 @@ def test_an_unwritable_store_is_a_store_error_and_changes_nothing(backend: FileB
     assert backend.snapshot() == before
 
 
+HEADER = b'{"schema_version":1,"week_id":"2026-W32"}\n'
+
+
 @pytest.mark.parametrize(
     ("relative", "damage"),
     [
-        ("episodes/2026-W32/history.json", b'{"schema_version": 1, "week_id": "2026-W32", "highest'),
-        ("episodes/2026-W32/history.json", b""),
-        ("episodes/2026-W32/history.json", b'{"schema_version": 7, "week_id": "2026-W32", "highest_sequence": 1}'),
+        ("episodes/2026-W32/history.jsonl", HEADER + b'{"allocation_key":"job-a","created_at":\n'),
+        (
+            "episodes/2026-W32/history.jsonl",
+            HEADER + b'{"allocation_key":"job-a","created_at":"x","episode_id":"2026-W32-0","sequence":1}\n',
+        ),
+        ("episodes/2026-W32/history.jsonl", b'{"schema_version": 7, "week_id": "2026-W32"}\n'),
         ("store.json", b'{"schema_version": 2, "namespace": "x"}'),
         ("index/meta.json", b"\xff\xfe"),
     ],
-    ids=["history-truncated", "history-empty", "history-unknown-version", "store-unknown-version", "index-meta"],
+    ids=["history-bad-line", "history-bad-entry", "history-unknown-version", "store-unknown-version", "index-meta"],
 )
 def test_a_damaged_store_file_stops_allocation_and_check_reports_it(
     backend: FileBackend, relative: str, damage: bytes

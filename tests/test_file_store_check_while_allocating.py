@@ -1,7 +1,7 @@
 """``check`` is read-only and lock-free: run against a store that four processes are writing,
 it must never report a problem, because every intermediate state of an allocation is one that
 ``check`` accepts (leftover temp names, a marker whose episode is not committed yet, a history
-one allocation behind, a history inode being reused as the next spare)."""
+not yet appended to, or read while an append is half done)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The file store's on-disk layout choices: hard-linked markers, the history spare, index upgrades."""
+"""The file store's on-disk layout choices: hard-linked markers, the append-only history, index upgrades."""
 
 from __future__ import annotations
 
@@ -45,21 +45,88 @@ def test_markers_fall_back_to_plain_files_where_the_template_cannot_be_linked(tm
     assert check_store(reopened) == []
 
 
-def test_the_history_is_valid_json_and_its_spare_is_a_private_temp_file(tmp_path: Path) -> None:
+def history_lines(store: FileEpisodeStore, week: str) -> list[dict[str, object]]:
+    raw = (store.root / "episodes" / week / "history.jsonl").read_bytes()
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+def test_the_history_is_appended_one_json_line_per_episode_in_place(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    store.allocate("2026-W32", "job-0")
+    path = store.root / "episodes" / "2026-W32" / "history.jsonl"
+    inode = path.stat().st_ino
+    for n in range(1, 4):
+        store.allocate("2026-W32", f"job-{n}")
+    header, *entries = history_lines(store, "2026-W32")
+    assert header == {"schema_version": 1, "week_id": "2026-W32"}
+    assert [(e["episode_id"], e["sequence"], e["allocation_key"]) for e in entries] == [
+        (f"2026-W32-{n}", n, f"job-{n}") for n in range(4)
+    ]
+    assert [e["created_at"] for e in entries] == [store.get(f"2026-W32-{n}").created_at for n in range(4)]
+    # Appended to, never rewritten, and no temp file left beside it.
+    assert path.stat().st_ino == inode
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+    assert check_store(store) == []
+
+
+def test_a_torn_last_line_is_ignored_then_truncated_by_the_next_append(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    store.allocate("2026-W32", "job-0")
+    path = store.root / "episodes" / "2026-W32" / "history.jsonl"
+    with path.open("ab") as handle:
+        handle.write(b'{"allocation_key":"job-1","created_at":"2026-')  # an append cut short
+    assert check_store(store) == []
+    assert store.allocate("2026-W32", "job-1").episode_id == "2026-W32-1"
+    assert [e["episode_id"] for e in history_lines(store, "2026-W32")[1:]] == ["2026-W32-0", "2026-W32-1"]
+    assert check_store(store) == []
+
+
+def test_a_history_that_lost_its_tail_is_caught_up_by_the_next_allocation(tmp_path: Path) -> None:
     store = FileEpisodeStore(tmp_path / "store")
     for n in range(4):
         store.allocate("2026-W32", f"job-{n}")
-        week_dir = store.week_dir(store.get(f"2026-W32-{n}").id.week)
-        history = json.loads((week_dir / "history.json").read_bytes())
-        assert history["highest_sequence"] == n
-        assert [e["episode_id"] for e in history["episodes"]] == [f"2026-W32-{i}" for i in range(n + 1)]
-        hidden = sorted(p.name for p in week_dir.iterdir() if p.name.startswith("."))
-        assert hidden in ([], [".tmp-history.json-spare"])
-        if hidden:
-            spare, current = (week_dir / hidden[0]).stat(), (week_dir / "history.json").stat()
-            assert spare.st_ino != current.st_ino
-            assert (spare.st_nlink, current.st_nlink) == (1, 1)
+    path = store.root / "episodes" / "2026-W32" / "history.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]))  # as after a power loss: only job-0 made it to disk
+    assert check_store(store) == []  # a lagging derived file is normal
+    assert store.allocate("2026-W32", "job-4").episode_id == "2026-W32-4"
+    assert [e["sequence"] for e in history_lines(store, "2026-W32")[1:]] == [0, 1, 2, 3, 4]
+    # With no history at all, or only a torn header, the week's directories are listed instead.
+    path.write_bytes(b'{"schema_ver')
+    assert store.allocate("2026-W32", "job-5").episode_id == "2026-W32-5"
+    path.unlink()
+    assert store.allocate("2026-W32", "job-6").episode_id == "2026-W32-6"
+    assert [e["sequence"] for e in history_lines(store, "2026-W32")[1:]] == list(range(7))
     assert check_store(store) == []
+
+
+def test_the_highest_sequence_comes_from_the_tail_of_a_big_history(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    # Long keys: the last entries span more than one read window at the end of the file.
+    for n in range(40):
+        store.allocate("2026-W32", f"{n:03d}-" + "k" * 500)
+    path = store.root / "episodes" / "2026-W32" / "history.jsonl"
+    assert path.stat().st_size > 16_384
+    # Remove the last two episodes' records but keep their lines: only the tail can say 39.
+    for n in (38, 39):
+        shutil.rmtree(store.root / "episodes" / "2026-W32" / f"2026-W32-{n}")
+    assert store.allocate("2026-W32", "after").episode_id == "2026-W32-40"
+
+
+def test_a_rebuild_never_lowers_the_highest_sequence_and_ignores_an_old_history_json(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    for n in range(3):
+        store.allocate("2026-W32", f"job-{n}")
+    week_dir = store.root / "episodes" / "2026-W32"
+    (week_dir / "history.json").write_bytes(b'{"schema_version": 1, "highest_sequence": 99}')
+    shutil.rmtree(week_dir / "2026-W32-2")  # a lost directory must not give its sequence away again
+    assert store.rebuild_index() == 2
+    header, *entries = history_lines(store, "2026-W32")
+    assert header == {"schema_version": 1, "week_id": "2026-W32", "highest_sequence": 2}
+    assert [e["sequence"] for e in entries] == [0, 1]
+    assert store.allocate("2026-W32", "job-3").episode_id == "2026-W32-3"
+    assert store.rebuild_index() == 3
+    assert history_lines(store, "2026-W32")[0]["highest_sequence"] == 3
 
 
 def test_an_index_built_with_another_bucket_width_is_rebuilt_on_open(tmp_path: Path) -> None:

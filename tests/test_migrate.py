@@ -16,7 +16,6 @@ import pytest
 from airflow_idempotent_jobs import EpisodeStatus, FileEpisodeStore, SubmissionState
 from airflow_idempotent_jobs.cli import main
 from airflow_idempotent_jobs.manifest import load_manifest
-from airflow_idempotent_jobs.stores._file_session import SPARE_HISTORY
 from tests.legacy_fixtures import BAD_ENTRIES, GOOD_WEEKS, make_legacy, tree
 
 
@@ -177,9 +176,8 @@ def test_across_file_systems_files_are_copied_verified_then_deleted(
     assert code == 0, err
     assert sorted(os.listdir(legacy)) == ["history.json"]
     assert run(capsys, "--store", str(store_path), "check", "--manifest", str(manifest_of(out)))[0] == 0
-    # No half-copied file stays behind; the week's spare history is the store's own, kept on purpose.
-    leftovers = [p for p in (store_path / "episodes").rglob(".tmp-*") if p.name != SPARE_HISTORY]
-    assert leftovers == []
+    # No half-copied file stays behind.
+    assert list((store_path / "episodes").rglob(".tmp-*")) == []
 
 
 TRIPWIRE = r"""

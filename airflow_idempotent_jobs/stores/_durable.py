@@ -73,40 +73,6 @@ class SyncBatch:
         while view:
             view = view[os.write(fd, view) :]
 
-    def rewrite(self, path: Path, payload: bytes, *, distinct_from: Path) -> None:
-        """Put ``payload`` in the file at ``path`` reusing its inode, or in a new file if there is none.
-
-        Allocating an inode is the dearest step of a small write on ext4 (0.5 ms against 0.02 ms
-        for a rename on the reference disk); ``path`` must be a private temp name. A file that is
-        also reachable under another name (``distinct_from`` or any other link) is never written
-        in place: it is unlinked and a fresh file made, so a visible file is never modified.
-        """
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            self.create(path, payload)
-            return
-        try:
-            mine = os.fstat(fd)
-            try:
-                other = os.stat(distinct_from)
-                shared = (other.st_dev, other.st_ino) == (mine.st_dev, mine.st_ino)
-            except FileNotFoundError:
-                shared = False
-            if shared or mine.st_nlink != 1:
-                os.close(fd)
-                os.unlink(path)
-                self.create(path, payload)
-                return
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fds.append(fd)
-        view, offset = memoryview(payload), 0
-        while offset < len(payload):
-            offset += os.pwrite(fd, view[offset:], offset)
-        os.ftruncate(fd, len(payload))
-
     def directory(self, path: Path) -> None:
         """fsync ``path`` at `flush`, so the entries created in it last."""
         if path not in self._dirs:
@@ -140,37 +106,13 @@ def write_durable(path: Path, data: Any, *, sync_dir: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def _stable_read(path: Path, attempts: int = 5) -> bytes:
-    """The bytes of ``path`` as one version of the file.
-
-    Writers replace files by rename, and the file store reuses a displaced history inode for the
-    next history: a reader that opened the old inode could see it rewritten. So the read is
-    retried while the name no longer points at what was read (inode, size, mtime). History files
-    only grow, so a reused inode never comes back with the size it had.
-    """
-    for _ in range(attempts):
-        with open(path, "rb") as handle:
-            before = os.fstat(handle.fileno())
-            raw = handle.read()
-        try:
-            after = os.stat(path)
-        except FileNotFoundError:
-            continue
-        if len(raw) == before.st_size and _version_of(before) == _version_of(after):
-            break
-    return raw
-
-
-def _version_of(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
 def read_json(path: Path) -> Any:
     """Parse a JSON file; unreadable bytes or syntax are `StoreCorrupted` naming the file.
 
     `FileNotFoundError` passes through: absence is the caller's decision, not corruption.
     """
-    raw = _stable_read(path)
+    with open(path, "rb") as handle:  # files are replaced by rename: one read sees one version
+        raw = handle.read()
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -5,8 +5,9 @@ Layout under the root (every JSON file carries ``schema_version``)::
     store.json                          namespace of this store
     .lock                               the lock held across discovery and persistence
     episodes/<week>/<episode_id>/state.json   the episode record: its rename is the commit point
-    episodes/<week>/history.json        the week group's history (derived; may lag by a crash)
-    episodes/<week>/.tmp-*              leftovers and the history's spare inode: never read
+    episodes/<week>/history.jsonl       the week group's history, append-only JSON lines (derived;
+                                        may lag by a crash: see `_week_history`)
+    episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
     index/meta.json                     marks the key index as built, with its bucket width
     index/marker                        the empty file every key marker is a hard link of
     index/keys/<h2>/<sha256(key)>.<episode_id>   empty marker files: the key index (derived;
@@ -31,7 +32,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import filelock
 
@@ -39,7 +39,8 @@ from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
 from ._durable import TMP_PREFIX, SyncBatch, read_json, tmp_name, write_durable
-from ._file_session import HISTORY_FILE, STATE_FILE, FileSession, dump_history, history_entry, history_record
+from ._file_session import STATE_FILE, FileSession
+from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
@@ -250,11 +251,11 @@ class FileEpisodeStore(EpisodeStore):
             renames = []
             for week_text, members in by_week.items():
                 week = WeekId.parse(week_text)
-                previous = self._history_highest(week)
+                # Never lower the week's highest sequence, even if an episode directory went missing.
+                previous = self.history_highest(week, whole=True)
                 highest = max([m.sequence for m in members] + ([previous] if previous is not None else []))
-                entries = {m.episode_id: history_entry(m) for m in members}
                 tmp = self.week_dir(week) / tmp_name(HISTORY_FILE)
-                batch.create(tmp, dump_history(history_record(week, highest, entries)))
+                batch.create(tmp, history_payload(week, highest, members))
                 renames.append((tmp, self.history_path(week)))
             batch.flush()
         finally:
@@ -267,23 +268,17 @@ class FileEpisodeStore(EpisodeStore):
         write_durable(meta_path, {**meta, "built_at": utc_now()})
         return len(episodes)
 
-    def _history_highest(self, week: WeekId) -> int | None:
-        history = self._read_history(week)
-        return None if history is None else int(history["highest_sequence"])
-
-    def _read_history(self, week: WeekId) -> dict[str, Any] | None:
+    def history_highest(self, week: WeekId, *, whole: bool = False) -> int | None:
+        """The highest sequence the week's history records (its tail, or ``whole`` file), None if none."""
         path = self.history_path(week)
+        if not whole:
+            tail = read_history_tail(path, week)
+            return None if tail is None else tail.highest
         try:
-            data = read_json(path)
+            highest, entries = read_history(path, week)
         except FileNotFoundError:
             return None
-        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-            raise StoreCorrupted(str(path), f"unknown schema_version {_version(data)!r}")
-        if data.get("week_id") != str(week) or not isinstance(data.get("highest_sequence"), int):
-            raise StoreCorrupted(str(path), "history does not describe this week")
-        if not isinstance(data.get("episodes"), list):
-            raise StoreCorrupted(str(path), "history has no episode list")
-        return data
+        return max([e["sequence"] for e in entries] + ([highest] if highest is not None else []), default=None)
 
     def _write_marker(self, episode: Episode, batch: SyncBatch, created: builtins.list[Path] | None = None) -> None:
         """Add the key-index marker for ``episode``; ``batch`` will fsync the directories it touched.

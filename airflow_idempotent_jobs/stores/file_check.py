@@ -15,7 +15,8 @@ from ..identity import EpisodeId, WeekId
 from ..legacy import LEGACY_STATE_FILE, recorded_hashes, sha256_file
 from ..manifest import LEGACY_STATE_KEY, LEGACY_SUBDIR, MIGRATION_KEY, verify_manifest
 from ._durable import TMP_PREFIX, read_json
-from .file import HISTORY_FILE, STATE_FILE, FileEpisodeStore, key_digest
+from ._week_history import HISTORY_FILE, read_history
+from .file import STATE_FILE, FileEpisodeStore, key_digest
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -134,29 +135,35 @@ def _load(path: Path, episode_id: EpisodeId, problems: list[Problem]) -> Episode
 
 
 def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode], *, partial: bool) -> list[Problem]:
+    """Every complete line of the week's history parses and agrees with the episode records.
+
+    A history that lags behind the records (missing lines, a partial last line, no file) is the
+    normal leftover of a crash: the next allocation of the week appends what it missed.
+    """
     path = store.history_path(week)
-    problems = _check_versioned(path, required=False)
-    if problems or not path.exists():
-        return problems
-    data = read_json(path)
-    if data.get("week_id") != str(week) or not isinstance(data.get("episodes"), list):
-        return [Problem(str(path), "history does not describe this week")]
+    try:
+        _highest, entries = read_history(path, week)
+    except FileNotFoundError:
+        return []
+    except StoreCorrupted as exc:
+        return [Problem(exc.where, exc.reason)]
+    except OSError as exc:
+        return [Problem(str(path), f"unreadable: {exc.strerror}")]
     by_id = {e.episode_id: e for e in episodes}
-    highest = data.get("highest_sequence")
-    for entry in data["episodes"]:
-        entry_id = entry.get("episode_id") if isinstance(entry, dict) else None
-        if not isinstance(entry_id, str):
-            problems.append(Problem(str(path), f"history entry without an episode id: {entry!r}"))
-            continue
+    problems, seen = [], set()
+    for entry in entries:
+        entry_id = entry["episode_id"]
+        if entry_id in seen:
+            problems.append(Problem(str(path), f"history lists {entry_id} twice"))
+        seen.add(entry_id)
         episode = by_id.get(entry_id)
         if episode is None:
             if not partial and not (store.week_dir(week) / entry_id).exists():
                 problems.append(Problem(str(path), f"history lists {entry_id} but it does not exist"))
-        elif entry.get("allocation_key") != episode.allocation_key:
+        elif entry["allocation_key"] != episode.allocation_key:
             problems.append(Problem(str(path), f"history gives {entry_id} another allocation key"))
-    # A history that lags behind the last commit is a normal leftover of a crash; one ahead is not.
-    if not partial and episodes and isinstance(highest, int) and highest < max(e.sequence for e in episodes) - 1:
-        problems.append(Problem(str(path), f"highest_sequence {highest} is behind the episodes by more than one"))
+        elif entry["created_at"] != episode.created_at:
+            problems.append(Problem(str(path), f"history gives {entry_id} another created_at"))
     return problems
 
 
