@@ -6,11 +6,11 @@ Heavy imports (stores, the paid layer, httpx) happen inside the operators' metho
 from __future__ import annotations
 
 from .allocate import AllocateEpisodeOperator
+from .check import CheckEpisodesOperator
 from .paid_generation import PaidGenerationOperator
-
-# operators/check.py (CheckEpisodesOperator) is added here by its own change.
 
 __all__ = [
     "AllocateEpisodeOperator",
+    "CheckEpisodesOperator",
     "PaidGenerationOperator",
 ]
