@@ -27,8 +27,10 @@ test: lint
 	$(BIN)/python -m pytest
 
 # The example DAG under real Airflow: retries, a lost provider answer, two runs in a week, one the next.
+# Then the paid layer on its own: a worker killed in flight, refused, reconciled and resumed.
 demo: install
 	$(BIN)/python demo/airflow_demo.py
+	$(BIN)/python demo/paid_walkthrough.py
 
 demo-cli: install
 	$(BIN)/python demo/cli_walkthrough.py
