@@ -33,7 +33,7 @@ def dump_json(data: Any) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -41,7 +41,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_file_synced(path: Path, payload: bytes) -> None:
+def write_file_synced(path: str | Path, payload: bytes) -> None:
     """Create ``path`` (it must not exist) with ``payload`` and fsync its data."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -63,9 +63,9 @@ class SyncBatch:
 
     def __init__(self) -> None:
         self._fds: list[int] = []
-        self._dirs: list[Path] = []
+        self._dirs: list[str | Path] = []
 
-    def create(self, path: Path, payload: bytes) -> None:
+    def create(self, path: str | Path, payload: bytes) -> None:
         """Create ``path`` (it must not exist) with ``payload``; its fsync waits for `flush`."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._fds.append(fd)
@@ -73,7 +73,7 @@ class SyncBatch:
         while view:
             view = view[os.write(fd, view) :]
 
-    def directory(self, path: Path) -> None:
+    def directory(self, path: str | Path) -> None:
         """fsync ``path`` at `flush`, so the entries created in it last."""
         if path not in self._dirs:
             self._dirs.append(path)
@@ -106,7 +106,7 @@ def write_durable(path: Path, data: Any, *, sync_dir: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: str | Path) -> Any:
     """Parse a JSON file; unreadable bytes or syntax are `StoreCorrupted` naming the file.
 
     `FileNotFoundError` passes through: absence is the caller's decision, not corruption.

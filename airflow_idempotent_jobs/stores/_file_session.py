@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..episode import Episode
 from ..identity import EpisodeId, WeekId
 from ._durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
-from ._week_history import HistoryTail, append_history, read_history_tail
+from ._week_history import HISTORY_FILE, HistoryTail, append_history, read_history_tail
 
 if TYPE_CHECKING:
     from .file import FileEpisodeStore
@@ -65,13 +65,14 @@ class FileSession:
         state = self._weeks.get(week)
         if state is None:
             store = self._store
-            tail = read_history_tail(store.history_path(week), week)
+            week_dir = store._week(week)
+            tail = read_history_tail(f"{week_dir}/{HISTORY_FILE}", week)
             if tail is None or tail.highest is None:
                 missed = store.committed_ids(week)
             else:
                 # The history may lag behind commits (a crash, a power loss): probe past it.
                 missed, next_id = [], EpisodeId(week, tail.highest + 1)
-                while os.path.isdir(store.episode_dir(next_id)):
+                while os.path.isdir(f"{week_dir}/{next_id}"):
                     missed.append(next_id)
                     next_id = EpisodeId(week, next_id.sequence + 1)
             state = self._weeks[week] = (tail, missed)
@@ -81,28 +82,29 @@ class FileSession:
         store = self._store
         episode_id = episode.id
         week = episode_id.week
-        week_dir = store.week_dir(week)
-        staging = week_dir / tmp_name(str(episode_id))
+        week_dir = store._week(week)
+        staging = f"{week_dir}/{tmp_name(str(episode_id))}"
         # The history's missing lines, read before the commit (a corrupt record stops the write).
         tail, missed = self._week_state(week)
         behind = [e for e in map(store._load, missed) if e is not None]
         batch = SyncBatch()
         #: What this write made before its commit, taken back if it fails (a crash leaves them).
-        created: builtins.list[Path] = []
+        created: builtins.list[str] = []
         try:
-            for directory in (week_dir.parent, week_dir):
-                if not directory.is_dir():
-                    directory.mkdir()
-                    created.append(directory)
-                    batch.directory(directory.parent)
+            if tail is None:  # else the week's directory holds its history, so it exists
+                for directory in (os.path.dirname(week_dir), week_dir):
+                    if not os.path.isdir(directory):
+                        os.mkdir(directory)
+                        created.append(directory)
+                        batch.directory(os.path.dirname(directory))
             # 1. Everything the commit needs, fsynced together.
             store._write_marker(episode, batch, created)
-            staging.mkdir()
-            batch.create(staging / STATE_FILE, dump_json(episode.to_record()))
+            os.mkdir(staging)
+            batch.create(f"{staging}/{STATE_FILE}", dump_json(episode.to_record()))
             batch.directory(staging)
             batch.flush()
             # 2. Commit: the rename makes the episode exist; the week's fsync makes it last.
-            os.rename(staging, store.episode_dir(episode_id))
+            os.rename(staging, f"{week_dir}/{episode_id}")
         except BaseException:
             # Not committed (the rename is atomic): nothing of this write may stay behind.
             batch.close()
@@ -111,7 +113,7 @@ class FileSession:
         fsync_dir(week_dir)
         self._weeks.pop(week, None)
         # 3. Derived, so no fsync of its own (see the class docstring).
-        append_history(store.history_path(week), week, tail, [*behind, episode])
+        append_history(f"{week_dir}/{HISTORY_FILE}", week, tail, [*behind, episode])
 
     def replace(self, before: Episode, after: Episode) -> None:
         write_durable(self._store.state_path(after.id), after.to_record())
@@ -120,9 +122,9 @@ class FileSession:
         return list(self._store._scan(week))
 
 
-def _remove_leftovers(paths: builtins.list[Path]) -> None:
+def _remove_leftovers(paths: builtins.list[str]) -> None:
     """Best effort after a failed write, newest first; what stays behind is an ignored leftover."""
-    for path in paths:
+    for path in map(Path, paths):
         try:
             if path.is_symlink() or not path.is_dir():
                 path.unlink(missing_ok=True)

@@ -83,14 +83,14 @@ def history_payload(week: WeekId, highest: int | None, episodes: Iterable[Episod
     return _header_line(week, highest) + b"".join(entry_line(e) for e in ordered)
 
 
-def _parse(line: bytes, path: Path, offset: int) -> Any:
+def _parse(line: bytes, path: str | Path, offset: int) -> Any:
     try:
-        return json.loads(line)
+        return json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreCorrupted(str(path), f"invalid JSON line at byte {offset} ({exc})") from exc
 
 
-def _header(line: bytes, path: Path, week: WeekId) -> int | None:
+def _header(line: bytes, path: str | Path, week: WeekId) -> int | None:
     """Validate the header line; returns the ``highest_sequence`` it records, if any."""
     data = _parse(line, path, 0)
     version = data.get("schema_version") if isinstance(data, dict) else None
@@ -108,7 +108,7 @@ def _is_sequence(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _entry(line: bytes, path: Path, offset: int, week: WeekId) -> dict[str, Any]:
+def _entry(line: bytes, path: str | Path, offset: int, week: WeekId) -> dict[str, Any]:
     """A parsed entry line, validated: it names an episode of this week and its key."""
     data = _parse(line, path, offset)
     if isinstance(data, dict) and _is_sequence(sequence := data.get("sequence")):
@@ -118,7 +118,7 @@ def _entry(line: bytes, path: Path, offset: int, week: WeekId) -> dict[str, Any]
     raise StoreCorrupted(str(path), f"invalid history entry at byte {offset}: {line[:200]!r}")
 
 
-def read_history_tail(path: Path, week: WeekId) -> HistoryTail | None:
+def read_history_tail(path: str | Path, week: WeekId) -> HistoryTail | None:
     """The header and the last complete entries of the history, None if there is no file.
 
     Reads at most a few kilobytes from each end, whatever the week's size.
@@ -147,23 +147,23 @@ def read_history_tail(path: Path, week: WeekId) -> HistoryTail | None:
             if start == header_end or 0 < first < end:
                 break
             window *= 2
-        lines = data[first:end].split(b"\n")[:-1]
-        offset = start + first
-        for line in lines:
-            sequence = _entry(line, path, offset, week)["sequence"]
+        if end > first:
+            # Entries are appended in sequence order under the lock: the last is the highest
+            # (and the allocation probes past it anyway).
+            last = data.rfind(b"\n", first, end - 1) + 1 or first
+            sequence = _entry(data[last : end - 1], path, start + last, week)["sequence"]
             highest = sequence if highest is None else max(highest, sequence)
-            offset += len(line) + 1
         return HistoryTail(highest, start + end if end else header_end, size, has_header=True)
     finally:
         os.close(fd)
 
 
-def read_history(path: Path, week: WeekId) -> tuple[int | None, list[dict[str, Any]]]:
+def read_history(path: str | Path, week: WeekId) -> tuple[int | None, list[dict[str, Any]]]:
     """The header's ``highest_sequence`` and every complete entry, validated (for check and rebuild).
 
     `FileNotFoundError` passes through. A file without a complete header line gives no entries.
     """
-    raw = path.read_bytes()
+    raw = Path(path).read_bytes()
     end = raw.rfind(b"\n") + 1
     lines = raw[:end].split(b"\n")[:-1]
     if not lines:
@@ -176,7 +176,7 @@ def read_history(path: Path, week: WeekId) -> tuple[int | None, list[dict[str, A
     return highest, entries
 
 
-def append_history(path: Path, week: WeekId, tail: HistoryTail | None, episodes: Iterable[Episode]) -> None:
+def append_history(path: str | Path, week: WeekId, tail: HistoryTail | None, episodes: Iterable[Episode]) -> None:
     """Under the lock: append entries with one write, first removing an interrupted append's leftover.
 
     No fsync: the history is derived (see the module docstring).

@@ -64,6 +64,8 @@ class FileEpisodeStore(EpisodeStore):
 
     def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
         self.root = Path(root).absolute()
+        #: The root as text, for the hot path's paths (a pathlib join costs a microsecond each).
+        self._root = str(self.root).rstrip("/")
         self.lock_timeout = lock_timeout
         self._lock = filelock.FileLock(
             self.root / ".lock",
@@ -100,7 +102,13 @@ class FileEpisodeStore(EpisodeStore):
         return self.root / "index"
 
     def key_bucket(self, digest: str) -> Path:
-        return self.index_dir / "keys" / digest[:_KEY_BUCKET_CHARS]
+        return Path(self._bucket(digest))
+
+    def _week(self, week: WeekId) -> str:
+        return f"{self._root}/episodes/{week}"
+
+    def _bucket(self, digest: str) -> str:
+        return f"{self._root}/index/keys/{digest[:_KEY_BUCKET_CHARS]}"
 
     # -- port ----------------------------------------------------------------------------------
     @property
@@ -118,7 +126,8 @@ class FileEpisodeStore(EpisodeStore):
     @contextmanager
     def _session(self) -> Iterator[FileSession]:
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            if not self._ready:
+                self.root.mkdir(parents=True, exist_ok=True)
             self._acquire_lock()
         except filelock.Timeout as exc:
             raise StoreUnavailable(
@@ -280,7 +289,7 @@ class FileEpisodeStore(EpisodeStore):
             return None
         return max([e["sequence"] for e in entries] + ([highest] if highest is not None else []), default=None)
 
-    def _write_marker(self, episode: Episode, batch: SyncBatch, created: builtins.list[Path] | None = None) -> None:
+    def _write_marker(self, episode: Episode, batch: SyncBatch, created: builtins.list[str] | None = None) -> None:
         """Add the key-index marker for ``episode``; ``batch`` will fsync the directories it touched.
 
         Paths this call creates are appended to ``created``, so a failed write can take them back.
@@ -289,9 +298,9 @@ class FileEpisodeStore(EpisodeStore):
         adding a name (0.5 ms against 0.01 ms on the reference ext4 disk), and markers carry no data.
         """
         digest = key_digest(episode.allocation_key)
-        bucket = self.key_bucket(digest)
-        marker = bucket / f"{digest}.{episode.episode_id}"
-        template = self.index_dir / MARKER_TEMPLATE
+        bucket = self._bucket(digest)
+        marker = f"{bucket}/{digest}.{episode.episode_id}"
+        template = f"{self._root}/index/{MARKER_TEMPLATE}"
         made = [] if created is None else created
         for attempt in range(3):
             try:
@@ -303,11 +312,11 @@ class FileEpisodeStore(EpisodeStore):
             except FileNotFoundError:
                 if attempt == 2:
                     raise
-                if not bucket.is_dir():
-                    bucket.mkdir(parents=True, exist_ok=True)
+                if not os.path.isdir(bucket):
+                    os.makedirs(bucket, exist_ok=True)
                     made.append(bucket)
-                    batch.directory(bucket.parent)
-                if not template.exists():
+                    batch.directory(os.path.dirname(bucket))
+                if not os.path.exists(template):
                     self._new_marker_template(batch)
             except OSError as exc:
                 if exc.errno not in _NO_LINK_ERRNOS:
@@ -331,7 +340,7 @@ class FileEpisodeStore(EpisodeStore):
 
     def _indexed_holders(self, allocation_key: str) -> builtins.list[Episode]:
         digest = key_digest(allocation_key)
-        bucket = self.key_bucket(digest)
+        bucket = self._bucket(digest)
         try:
             names = os.listdir(bucket)
         except FileNotFoundError:
@@ -343,7 +352,7 @@ class FileEpisodeStore(EpisodeStore):
             try:
                 episode_id = EpisodeId.parse(name[len(digest) + 1 :])
             except ValueError as exc:
-                raise StoreCorrupted(str(bucket / name), "index entry names no valid episode id") from exc
+                raise StoreCorrupted(f"{bucket}/{name}", "index entry names no valid episode id") from exc
             episode = self._load(episode_id)
             # A marker whose episode was never committed, or was committed for another key by a
             # later allocation, is the leftover of an interrupted write: not a holder.
@@ -352,22 +361,20 @@ class FileEpisodeStore(EpisodeStore):
         return holders
 
     def _load(self, episode_id: EpisodeId) -> Episode | None:
-        path = self.state_path(episode_id)
+        path = f"{self._week(episode_id.week)}/{episode_id}/{STATE_FILE}"
         try:
             data = read_json(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        except NotADirectoryError:
-            return None
-        episode = Episode.from_record(data, str(path))
+        episode = Episode.from_record(data, path)
         if episode.episode_id != str(episode_id):
-            raise StoreCorrupted(str(path), f"record says {episode.episode_id} but lives in {episode_id}")
+            raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
         return episode
 
     def committed_ids(self, week: WeekId) -> builtins.list[EpisodeId]:
         """Ids of the episode directories in ``week`` (temp leftovers and strangers skipped)."""
         try:
-            names = os.listdir(self.week_dir(week))
+            names = os.listdir(self._week(week))
         except FileNotFoundError:
             return []
         ids = []
