@@ -122,6 +122,23 @@ def bare_durable_writes(directory: Path, samples: int) -> list[float]:
     return times
 
 
+def fresh_durable_writes(directory: Path, samples: int) -> list[float]:
+    """The same durable write, but to a new name each time (context only: no ratio is judged on it).
+
+    Like an allocation's record, each write adds a name and keeps its inode, where the bare write
+    above replaces one file and so frees the inode it displaces.
+    """
+    directory.mkdir(exist_ok=True)
+    record = new_episode(FIRST_WEEK, 0, "bare:write", None).to_record()
+    first = len(os.listdir(directory))
+    times = []
+    for n in range(first, first + samples):
+        start = time.perf_counter()
+        write_durable(directory / f"state-{n}.json", record)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def _worker(root: str, start_file: str, worker: int, count: int, out: multiprocessing.Queue[float]) -> None:
     store = FileEpisodeStore(root, lock_timeout=120)
     store.namespace  # noqa: B018  (open the store before the start line)
@@ -169,6 +186,7 @@ def main() -> int:
         cases = [(10, PER_WEEK), (1_000, PER_WEEK), (20_000, PER_WEEK), (1_000, 1_000)]
         reference = statistics.median(bare_durable_writes(base / "bare", 100))
         bare_samples: list[float] = []
+        fresh_samples: list[float] = []
         results = {}
         for history, per_week in cases:
             root = base / f"h{history}-w{per_week}"
@@ -179,6 +197,7 @@ def main() -> int:
             # Bare writes right before each case, so both figures of a ratio see the same disk.
             bare_samples += bare_durable_writes(base / "bare", args.samples // 2)
             measured = latency_case(root, after, per_week >= history, args.samples)
+            fresh_samples += fresh_durable_writes(base / "fresh", args.samples // 2)
             p50, p95 = statistics.median(measured), pct(measured, 0.95)
             results[(history, per_week)] = p50
             spread = f"{per_week}/week" if per_week < history else "all in the measured week"
@@ -190,6 +209,11 @@ def main() -> int:
         print(
             f"bare durable write (temp+fsync+rename+dir fsync): p50 {bare * ms:.3f} ms"
             f"  p95 {pct(bare_samples, 0.95) * ms:.3f} ms"
+        )
+        fresh = statistics.median(fresh_samples)
+        print(
+            f"(context, not judged) the same write to a new name each time: p50 {fresh * ms:.3f} ms"
+            f"  p95 {pct(fresh_samples, 0.95) * ms:.3f} ms"
         )
         one = throughput(base, 1, 400)
         eight = throughput(base, 8, 400)

@@ -113,6 +113,18 @@ def test_the_highest_sequence_comes_from_the_tail_of_a_big_history(tmp_path: Pat
     assert store.allocate("2026-W32", "after").episode_id == "2026-W32-40"
 
 
+def test_a_last_line_longer_than_the_read_window_is_still_parsed(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    for n in range(3):
+        store.allocate("2026-W32", f"job-{n}")
+    path = store.root / "episodes" / "2026-W32" / "history.jsonl"
+    # A hand-made entry of 20 kB, more than two read windows: only its parse can say 5.
+    entry = {"allocation_key": "big", "created_at": "x" * 20_000, "episode_id": "2026-W32-5", "sequence": 5}
+    with path.open("ab") as handle:
+        handle.write(json.dumps(entry).encode() + b"\n")
+    assert store.allocate("2026-W32", "job-3").episode_id == "2026-W32-6"
+
+
 def test_a_rebuild_never_lowers_the_highest_sequence_and_ignores_an_old_history_json(tmp_path: Path) -> None:
     store = FileEpisodeStore(tmp_path / "store")
     for n in range(3):
