@@ -346,9 +346,8 @@ class FileEpisodeStore(EpisodeStore):
         except FileNotFoundError:
             return []
         holders = []
-        for name in names:
-            if not name.startswith(digest + "."):
-                continue
+        prefix = digest + "."
+        for name in [n for n in names if n.startswith(prefix)]:  # a bucket holds ~1/256 of all keys
             try:
                 episode_id = EpisodeId.parse(name[len(digest) + 1 :])
             except ValueError as exc:
