@@ -157,8 +157,9 @@ class PaidGenerationOperator(BaseOperator):
             fail_or_retry(exc)
 
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
+        """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""
         try:
-            return store.get(eid)
+            return self._ledger(store).preflight(eid)
         except Exception as exc:
             fail_or_retry(exc)
 

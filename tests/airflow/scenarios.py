@@ -161,6 +161,15 @@ def paid_run(bag: Any, dag_id: str, **kwargs: Any) -> Result:
 
 @scenario
 def paid_bad_ids(bag: Any) -> Result:
+    from airflow_idempotent_jobs import open_store
+
+    # 2026-W32-0 exists, but its submission record says `accepted` without a remote reference.
+    with open_store(dag_store("ij_paid_bad_ids")) as store:
+        eid = store.allocate("2026-W32", "corrupt-record").episode_id
+    state = dag_store("ij_paid_bad_ids") / "episodes" / "2026-W32" / eid / "state.json"
+    record = json.loads(state.read_text(encoding="utf-8"))
+    record["submission"].update(state="accepted", token="t")
+    state.write_text(json.dumps(record), encoding="utf-8")
     return paid_run(bag, "ij_paid_bad_ids", logical_date=utc(2026, 8, 3, 6))
 
 

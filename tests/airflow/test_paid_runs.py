@@ -16,12 +16,13 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 def test_bad_episode_ids_fail_on_the_first_try_without_any_lookup(scenario_results: dict[str, Any]) -> None:
     result = scenario(scenario_results, "paid_bad_ids")
     run = result["run"]
-    for task_id in ("unknown", "malformed", "missing"):  # retries=3 each
+    for task_id in ("unknown", "malformed", "missing", "corrupt"):  # retries=3 each
         assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 1}
     messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
     assert "episode 2026-W32-99 not found" in messages["unknown"]
     assert "invalid episode id '2026-W32-007'" in messages["malformed"]
     assert "episode_id is empty ('None')" in messages["missing"]
+    assert "submission record: state accepted without a remote reference" in messages["corrupt"]
     # The recording secrets backend saw no connection, variable or config lookup during the run.
     assert result["lookups"] == []
     assert result["provider"]["submissions"] == 0

@@ -14,7 +14,8 @@ from tests.airflow.support import CrashingPaidGeneration, report_paid, store_for
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.05, "poll_max_delay": 0.2, "poll_timeout": 60}
 
-# Bad episode ids fail on the first try, before the provider connection is looked up.
+# Bad episode ids (and an episode whose submission record contradicts itself) fail on the first
+# try, before the provider connection is looked up.
 with DAG(
     "ij_paid_bad_ids",
     schedule=None,
@@ -26,6 +27,7 @@ with DAG(
         ("unknown", "2026-W32-99"),
         ("malformed", "2026-W32-007"),
         ("missing", "{{ ti.xcom_pull(task_ids='no_such_task') }}"),
+        ("corrupt", "2026-W32-0"),  # the scenario damages its submission record first
     ):
         CrashingPaidGeneration(
             task_id=task_id,
