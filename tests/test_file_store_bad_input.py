@@ -6,6 +6,7 @@ root cannot bypass: a root path under a regular file, and an immutable (``chattr
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -100,6 +101,25 @@ def test_a_damaged_store_file_stops_allocation_and_check_reports_it(
     assert caught.value.where == str(path)
     line = assert_refused(run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-c"), 5)
     assert str(path) in line
+    check = run_cli("--store", backend.url, "check")
+    assert check.code == 1, check.stderr
+    assert str(path) in check.stdout
+    assert backend.snapshot() == before
+
+
+def test_an_episode_record_turned_directory_is_a_store_error_for_every_reader(backend: FileBackend) -> None:
+    """Unlocked reads (get, find, list) meet the file system's errors too: exit 5, not a traceback."""
+    path = backend.state_path("2026-W32-0")
+    path.unlink()
+    path.mkdir()
+    before = backend.snapshot()
+    store = backend.open()
+    for read in (lambda: store.get("2026-W32-0"), lambda: store.find("job-a"), store.list):
+        with pytest.raises(StoreUnavailable, match=re.escape(str(path))):
+            read()
+    for args in (["show", "2026-W32-0"], ["list"], ["allocate", "--week", "2026-W32", "--key", "job-a"]):
+        line = assert_refused(run_cli("--store", backend.url, *args), 5)
+        assert str(path) in line
     check = run_cli("--store", backend.url, "check")
     assert check.code == 1, check.stderr
     assert str(path) in check.stdout

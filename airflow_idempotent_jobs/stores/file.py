@@ -114,7 +114,8 @@ class FileEpisodeStore(EpisodeStore):
     @property
     def namespace(self) -> str:
         if self._namespace is None:
-            meta = self._read_store_meta()
+            with self._io_errors():
+                meta = self._read_store_meta()
             if meta is None:
                 with self._session():
                     pass
@@ -136,14 +137,24 @@ class FileEpisodeStore(EpisodeStore):
         except OSError as exc:
             raise StoreUnavailable(f"cannot use the store root {self.root}: {exc.strerror or exc}") from exc
         try:
-            if not self._ready:
-                self._initialise()
-            yield FileSession(self)
-        except OSError as exc:
-            where = exc.filename or self.root
-            raise StoreUnavailable(f"store write failed at {where}: {exc.strerror or exc}") from exc
+            with self._io_errors():
+                if not self._ready:
+                    self._initialise()
+                yield FileSession(self)
         finally:
             self._lock.release()
+
+    @contextmanager
+    def _io_errors(self) -> Iterator[None]:
+        """The boundary where the file system's errors (a file turned directory, EIO) become `StoreUnavailable`.
+
+        Locked writes and unlocked reads alike: a caller, and the CLI, sees one error naming the path.
+        """
+        try:
+            yield
+        except OSError as exc:
+            where = exc.filename or self.root
+            raise StoreUnavailable(f"store I/O failed at {where}: {exc.strerror or exc}") from exc
 
     def _acquire_lock(self) -> None:
         """Take the ``filelock`` lock; while another process holds it, wait by a cheap probe.
@@ -182,15 +193,18 @@ class FileEpisodeStore(EpisodeStore):
             os.close(probe)
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
-        return self._load(episode_id)
+        with self._io_errors():
+            return self._load(episode_id)
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        if not (self.index_dir / "meta.json").exists():
-            return [e for e in self._scan(None) if e.allocation_key == allocation_key]
-        return self._indexed_holders(allocation_key)
+        with self._io_errors():
+            if not (self.index_dir / "meta.json").exists():
+                return [e for e in self._scan(None) if e.allocation_key == allocation_key]
+            return self._indexed_holders(allocation_key)
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
-        return list(self._scan(week))
+        with self._io_errors():
+            return list(self._scan(week))
 
     # -- maintenance ---------------------------------------------------------------------------
     def rebuild_index(self) -> int:
