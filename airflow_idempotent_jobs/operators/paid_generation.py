@@ -166,7 +166,10 @@ class PaidGenerationOperator(BaseOperator):
     def _provider(self) -> PaidProvider:
         from ..hooks.http_provider import HttpPaidProviderHook
 
-        return HttpPaidProviderHook(self.provider_conn_id).get_provider()
+        try:
+            return HttpPaidProviderHook(self.provider_conn_id).get_provider()
+        except Exception as exc:  # a config no provider accepts (InvalidIdentifier) is final
+            fail_or_retry(exc)
 
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger

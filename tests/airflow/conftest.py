@@ -169,6 +169,7 @@ def scenario_results(
         "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
         "AIRFLOW_CONN_IJ_PROVIDER": provider_server.connection(),
         "AIRFLOW_CONN_IJ_PROVIDER_PLAIN": provider_server.connection(tokens_honoured=False, lookup_path=None),
+        "AIRFLOW_CONN_IJ_PROVIDER_BAD_CONFIG": provider_server.connection(no_such_option=1),
         "AIRFLOW_CONN_MEDIA_PROVIDER": provider_server.connection(),
     }
     if scenario_pg_database is not None:

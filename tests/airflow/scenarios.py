@@ -193,6 +193,11 @@ def paid_lost_answer(bag: Any) -> Result:
 
 
 @scenario
+def paid_bad_config(bag: Any) -> Result:
+    return paid_run(bag, "ij_paid_bad_config", logical_date=utc(2026, 8, 3, 6))
+
+
+@scenario
 def example_dag(bag: Any) -> Result:
     """The example DAG as shipped (deferrable paid step), on the default store."""
     before = len(secrets_lookups())

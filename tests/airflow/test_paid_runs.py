@@ -92,6 +92,16 @@ def test_lost_answer_without_token_support_fails_with_the_reconcile_command(scen
     assert result["provider"]["submissions_per_token"][token] == 1
 
 
+def test_bad_provider_config_fails_without_retry_and_sends_nothing(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "paid_bad_config")
+    run = result["run"]
+    assert ti(run, "generate") == {"task_id": "generate", "map_index": -1, "state": "failed", "try_number": 1}
+    (failure,) = observed(run, "failed")
+    assert "invalid provider config ['no_such_option']: unknown keys" in failure["message"]
+    (episode,) = result["store"]
+    assert episode["submission"]["state"] == "none"
+
+
 def test_provider_token_never_reaches_the_logs(
     scenario_results: dict[str, Any], provider_server: RunningProvider
 ) -> None:

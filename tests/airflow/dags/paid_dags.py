@@ -79,3 +79,20 @@ with DAG(
         store=store_for("ij_paid_lost_answer"),
         **FAST_POLL,
     )
+
+# The provider Connection's extra has a key no provider config knows: no retry can fix that.
+with DAG(
+    "ij_paid_bad_config",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_bad_config")) >> CrashingPaidGeneration(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="ij_provider_bad_config",
+        request={"prompt": "never sent"},
+        store=store_for("ij_paid_bad_config"),
+        **FAST_POLL,
+    )
