@@ -175,3 +175,17 @@ def test_a_corrupt_episode_stops_every_command_but_check(backend: Backend, popul
     assert "2026-W32-1" in check.stdout
     assert "Traceback" not in check.stderr
     assert backend.snapshot() == before
+
+
+def test_a_lock_timeout_that_is_no_number_of_seconds_is_bad_input(backend: Backend, populated: EpisodeStore) -> None:
+    """NaN never expires a wait, and PostgreSQL cannot be given infinity: refused before any lock.
+
+    (The file store takes infinity, like a negative timeout, as "wait for ever", as filelock does.)
+    """
+    before = backend.snapshot()
+    for timeout in ["nan"] if backend.name == "file" else ["nan", "inf"]:
+        with pytest.raises(InvalidIdentifier, match="lock timeout"):
+            backend.open(lock_timeout=float(timeout))
+        args = ("--lock-timeout", timeout, "allocate", "--week", "2026-W32", "--key", "job-c")
+        assert "lock timeout" in assert_refused(cli(backend, *args), 2)
+    assert backend.snapshot() == before

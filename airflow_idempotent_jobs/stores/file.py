@@ -25,6 +25,7 @@ import builtins
 import errno
 import fcntl
 import hashlib
+import math
 import os
 import shutil
 import time
@@ -36,7 +37,7 @@ from pathlib import Path
 import filelock
 
 from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import StoreCorrupted, StoreUnavailable
+from ..errors import InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
 from ._durable import TMP_PREFIX, SyncBatch, read_json, tmp_name, write_durable
 from ._file_session import STATE_FILE, FileSession
@@ -63,6 +64,11 @@ class FileEpisodeStore(EpisodeStore):
     """Episodes as files under ``root``; safe for many processes on one machine."""
 
     def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
+        if math.isnan(lock_timeout):
+            # Every deadline comparison with NaN is false: a waiter would wait for ever unasked.
+            raise InvalidIdentifier(
+                "lock timeout", lock_timeout, "must be a number of seconds (negative: wait for ever)"
+            )
         self.root = Path(root).absolute()
         #: The root as text, for the hot path's paths (a pathlib join costs a microsecond each).
         self._root = str(self.root).rstrip("/")

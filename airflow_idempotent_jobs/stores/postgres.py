@@ -20,6 +20,7 @@ backstop. A connection lost before COMMIT leaves nothing: the transaction simply
 from __future__ import annotations
 
 import builtins
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -102,8 +103,9 @@ class PostgresEpisodeStore(EpisodeStore):
             raise InvalidIdentifier("namespace", self._namespace, "use 1..128 letters, digits and _ . : -")
         self.schema = schema or options.get("schema") or pg_schema.DEFAULT_SCHEMA
         self.tables = pg_schema.tables(self.schema)
-        if lock_timeout < 0:
-            raise InvalidIdentifier("lock timeout", lock_timeout, "must be >= 0 seconds")
+        if not math.isfinite(lock_timeout) or lock_timeout < 0:
+            # NaN or infinity would fail later, in the middle of a transaction, as a traceback.
+            raise InvalidIdentifier("lock timeout", lock_timeout, "must be a finite number of seconds >= 0")
         self.lock_timeout = lock_timeout
         self.engine = engine
         # Each writing statement must see commits made while it waited for the lock.
