@@ -117,6 +117,8 @@ def test_a_key_of_exactly_512_printable_characters_is_accepted(populated: Episod
         ["allocate", "--date", "2026-13-01", "--key", "job-c"],
         ["allocate", "--date", "2026-08-03", "--tz", "Mars/Olympus", "--key", "job-c"],
         ["allocate", "--week", "2026-W32", "--tz", "UTC", "--key", "job-c"],
+        ["allocate", "--date", "2026-08-03", "--tz", "", "--key", "job-c"],
+        ["allocate", "--week", "2026-W32", "--tz", "", "--key", "job-c"],
         ["allocate", "--week", "2026-W32", "--key", "job-c", "--fingerprint", "has space"],
         ["show"],
         ["no-such-command"],

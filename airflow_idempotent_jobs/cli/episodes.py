@@ -47,7 +47,7 @@ def register(commands: Any) -> None:
 
 def _week_from_args(args: argparse.Namespace) -> WeekId:
     if args.week is not None:
-        if args.tz:
+        if args.tz is not None:
             raise CliError("--tz only applies to --date")
         return WeekId.parse(args.week)
     try:
@@ -55,7 +55,8 @@ def _week_from_args(args: argparse.Namespace) -> WeekId:
         moment: dt.date = parsed.date() if len(args.date) == 10 else parsed
     except ValueError as exc:
         raise CliError(f"--date {args.date!r} is not an ISO date or datetime") from exc
-    return WeekId.from_datetime(moment, resolve_timezone(args.tz) if args.tz else None)
+    # Resolved here, not by from_datetime: a plain date ignores its zone, yet a bad --tz is still bad input.
+    return WeekId.from_datetime(moment, resolve_timezone(args.tz) if args.tz is not None else None)
 
 
 def _allocate(args: argparse.Namespace) -> int:
