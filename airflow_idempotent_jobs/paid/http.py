@@ -280,13 +280,14 @@ class HttpPaidProvider:
 
     async def _asend(self, method: str, path: str) -> httpx.Response:
         url, all_headers = self._request_args(path, None)
+        tls = await asyncio.to_thread(_tls)  # the first call reads the CA bundle from disk
         delay = self.config.backoff_initial
         for attempt in range(self.config.connect_retries + 1):
             if attempt:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.config.backoff_max)
             try:
-                async with httpx.AsyncClient(timeout=self._timeout, verify=_tls()) as client:
+                async with httpx.AsyncClient(timeout=self._timeout, verify=tls) as client:
                     response = await client.request(method, url, headers=all_headers)
             except _NOT_SENT as exc:
                 last: Exception = exc
