@@ -63,36 +63,22 @@ for dag_id, deferrable in (("ij_paid_worker", False), ("ij_paid_deferred", True)
         )
         allocate >> generate >> report()
 
-# The provider neither honours tokens nor offers lookup, and the submit answer is lost.
-with DAG(
-    "ij_paid_lost_answer",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
-    AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_lost_answer")) >> CrashingPaidGeneration(
-        task_id="generate",
-        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
-        provider_conn_id="ij_provider_plain",
-        request={"prompt": "answer lost"},
-        store=store_for("ij_paid_lost_answer"),
-        **FAST_POLL,
-    )
-
-# The provider Connection's extra has a key no provider config knows: no retry can fix that.
-with DAG(
-    "ij_paid_bad_config",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
-    AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_bad_config")) >> CrashingPaidGeneration(
-        task_id="generate",
-        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
-        provider_conn_id="ij_provider_bad_config",
-        request={"prompt": "never sent"},
-        store=store_for("ij_paid_bad_config"),
-        **FAST_POLL,
-    )
+# Both fail on try 1 of 4: ij_provider_plain neither honours tokens nor offers lookup, and the
+# scenario makes it lose the submit answer; ij_provider_bad_config has an extra key no provider
+# config knows.
+for dag_id, conn_id in (("ij_paid_lost_answer", "ij_provider_plain"), ("ij_paid_bad_config", "ij_provider_bad_config")):
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+    ):
+        AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id)) >> CrashingPaidGeneration(
+            task_id="generate",
+            episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+            provider_conn_id=conn_id,
+            request={"prompt": "at most once"},
+            store=store_for(dag_id),
+            **FAST_POLL,
+        )
