@@ -86,9 +86,17 @@ HEADER = b'{"schema_version":1,"week_id":"2026-W32"}\n'
         ),
         ("episodes/2026-W32/history.jsonl", b'{"schema_version": 7, "week_id": "2026-W32"}\n'),
         ("store.json", b'{"schema_version": 2, "namespace": "x"}'),
+        ("store.json", b'{"schema_version": 1}'),
         ("index/meta.json", b"\xff\xfe"),
     ],
-    ids=["history-bad-line", "history-bad-entry", "history-unknown-version", "store-unknown-version", "index-meta"],
+    ids=[
+        "history-bad-line",
+        "history-bad-entry",
+        "history-unknown-version",
+        "store-unknown-version",
+        "store-no-namespace",
+        "index-meta",
+    ],
 )
 def test_a_damaged_store_file_stops_allocation_and_check_reports_it(
     backend: FileBackend, relative: str, damage: bytes

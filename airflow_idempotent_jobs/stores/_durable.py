@@ -8,6 +8,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from ..episode import SCHEMA_VERSION
 from ..errors import StoreCorrupted
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "dump_json",
     "fsync_dir",
     "read_json",
+    "read_versioned",
     "tmp_name",
     "write_durable",
     "write_file_synced",
@@ -118,3 +120,16 @@ def read_json(path: str | Path) -> Any:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         detail = "empty file" if not raw.strip() else f"invalid JSON ({exc})"
         raise StoreCorrupted(str(path), detail) from exc
+
+
+def read_versioned(path: str | Path) -> dict[str, Any]:
+    """A JSON object stamped with this package's ``schema_version``; anything else is `StoreCorrupted`.
+
+    One rule for every versioned meta file, so the store that refuses one and `check` that
+    reports it cannot disagree. `FileNotFoundError` passes through, as in `read_json`.
+    """
+    data = read_json(path)
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or version != SCHEMA_VERSION:
+        raise StoreCorrupted(str(path), f"unknown schema_version {version!r}")
+    return data

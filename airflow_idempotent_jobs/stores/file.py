@@ -39,7 +39,7 @@ import filelock
 from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
-from ._durable import TMP_PREFIX, SyncBatch, read_json, tmp_name, write_durable
+from ._durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, tmp_name, write_durable
 from ._file_session import STATE_FILE, FileSession
 from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
@@ -222,11 +222,9 @@ class FileEpisodeStore(EpisodeStore):
     def _read_store_meta(self) -> str | None:
         path = self.root / "store.json"
         try:
-            data = read_json(path)
+            data = read_versioned(path)
         except FileNotFoundError:
             return None
-        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-            raise StoreCorrupted(str(path), f"unknown schema_version {_version(data)!r}")
         namespace = data.get("namespace")
         if not isinstance(namespace, str) or not namespace:
             raise StoreCorrupted(str(path), "missing namespace")
@@ -241,10 +239,7 @@ class FileEpisodeStore(EpisodeStore):
             write_durable(self.root / "store.json", meta)
         meta_path = self.index_dir / "meta.json"
         if meta_path.exists():
-            data = read_json(meta_path)
-            if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-                raise StoreCorrupted(str(meta_path), f"unknown schema_version {_version(data)!r}")
-            if data.get("bucket_chars") != _KEY_BUCKET_CHARS:
+            if read_versioned(meta_path).get("bucket_chars") != _KEY_BUCKET_CHARS:
                 self._rebuild_index()  # built with another bucket width: lookups would miss
         else:
             self._rebuild_index()
@@ -427,7 +422,3 @@ class FileEpisodeStore(EpisodeStore):
                 episode = self._load(episode_id)
                 if episode is not None:
                     yield episode
-
-
-def _version(data: object) -> object:
-    return data.get("schema_version") if isinstance(data, dict) else None

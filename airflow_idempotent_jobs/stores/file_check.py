@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..check import Problem, check_episode_record, unique_keys
-from ..episode import SCHEMA_VERSION, Episode
+from ..episode import Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
 from ..legacy import LEGACY_STATE_FILE, recorded_hashes, sha256_file
 from ..manifest import LEGACY_STATE_KEY, LEGACY_SUBDIR, MIGRATION_KEY, verify_manifest
-from ._durable import TMP_PREFIX, read_json
+from ._durable import TMP_PREFIX, read_json, read_versioned
 from ._week_history import HISTORY_FILE, read_history
 from .file import STATE_FILE, FileEpisodeStore, key_digest
 
@@ -30,7 +30,7 @@ def check_file_store(
     problems: list[Problem] = []
     if not store.root.is_dir():
         return [Problem(str(store.root), "store root does not exist")]
-    problems += _check_versioned(store.root / "store.json", required=False)
+    problems += _check_meta(store.root / "store.json", store._read_store_meta)
     episodes: list[Episode] = []
     weeks = sorted({e.week for e in only}) if only else _week_dirs(store, problems)
     for week in weeks:
@@ -52,18 +52,14 @@ def check_file_store(
     return problems
 
 
-def _check_versioned(path: Path, *, required: bool) -> list[Problem]:
+def _check_meta(path: Path, read: Callable[[], object]) -> list[Problem]:
+    """Run the store's own reader of a meta file: what would stop the store is what check reports."""
     try:
-        data = read_json(path)
-    except FileNotFoundError:
-        return [Problem(str(path), "missing")] if required else []
+        read()
     except StoreCorrupted as exc:
-        return [Problem(str(path), exc.reason)]
+        return [Problem(exc.where, exc.reason)]
     except OSError as exc:
         return [Problem(str(path), f"unreadable: {exc.strerror}")]
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        return [Problem(str(path), f"unknown schema_version {version!r}")]
     return []
 
 
@@ -172,7 +168,7 @@ def _check_index(store: FileEpisodeStore, episodes: list[Episode]) -> list[Probl
     if not meta.exists():
         # No index yet: the next write builds it from the episode files.
         return []
-    problems = _check_versioned(meta, required=True)
+    problems = _check_meta(meta, lambda: read_versioned(meta))
     for episode in episodes:
         digest = key_digest(episode.allocation_key)
         marker = store.key_bucket(digest) / f"{digest}.{episode.episode_id}"
