@@ -77,7 +77,11 @@ def main() -> int:
         print_log_excerpt(DEMO / "airflow-runs.log")
         print("$ idempotent-jobs list")
         listing = subprocess.run(
-            [str(BIN / "idempotent-jobs"), "--store", str(STORE), "list"], capture_output=True, text=True, check=True
+            [str(BIN / "idempotent-jobs"), "--store", str(STORE), "list"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
         )
         print(listing.stdout)
         duplicates = print_provider(url)

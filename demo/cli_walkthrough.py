@@ -15,7 +15,7 @@ CLI = [str(Path(sys.executable).with_name("idempotent-jobs")), "--store", str(ST
 
 def run(*args: str, expect: int = 0) -> str:
     print(f"$ idempotent-jobs {shlex.join(args)}", flush=True)
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=os.environ)
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=os.environ, timeout=60)
     sys.stdout.write(done.stdout)
     sys.stdout.write("".join(f"  (stderr) {line}\n" for line in done.stderr.splitlines()))
     print(f"  (exit {done.returncode})\n", flush=True)
