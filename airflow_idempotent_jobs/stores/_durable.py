@@ -19,6 +19,7 @@ __all__ = [
     "read_json",
     "read_versioned",
     "tmp_name",
+    "write_all",
     "write_durable",
     "write_file_synced",
 ]
@@ -43,13 +44,18 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, payload: bytes) -> None:
+    """``os.write`` until every byte is written: one call may write less (a signal, a full pipe)."""
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def write_file_synced(path: str | Path, payload: bytes) -> None:
     """Create ``path`` (it must not exist) with ``payload`` and fsync its data."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, payload)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -71,9 +77,7 @@ class SyncBatch:
         """Create ``path`` (it must not exist) with ``payload``; its fsync waits for `flush`."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._fds.append(fd)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, payload)
 
     def directory(self, path: str | Path) -> None:
         """fsync ``path`` at `flush`, so the entries created in it last."""

@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
+from ._durable import write_all
 
 __all__ = [
     "HISTORY_FILE",
@@ -190,8 +191,6 @@ def append_history(path: str | Path, week: WeekId, tail: HistoryTail | None, epi
             payload = _header_line(week) + payload
         elif tail.size > tail.end:
             os.ftruncate(fd, tail.end)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, payload)
     finally:
         os.close(fd)
