@@ -2,25 +2,31 @@
 
 The model is the allocation rule stated plainly: a key owns at most one episode, forever, in one
 week, with one fingerprint; a new episode takes its week's next sequence. Each example runs on a
-fresh file store in its own temporary directory; examples are bounded to keep the run short.
+fresh store: the file store in its own temporary directory, the PostgreSQL store in a namespace of
+its own within the test's database. Examples are bounded to keep the run short.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from airflow_idempotent_jobs import (
     AllocationConflict,
     EpisodeNotFound,
+    EpisodeStore,
     FileEpisodeStore,
     WeekId,
+    open_store,
 )
 
 WEEKS = st.sampled_from(["2026-W52", "2026-W53", "2027-W01", "2020-W53"])
@@ -40,15 +46,17 @@ class Held:
 
 
 class AllocationModel(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, opener: Callable[[], EpisodeStore], cleanup: Callable[[], None] = lambda: None) -> None:
         super().__init__()
-        self.root = tempfile.mkdtemp(prefix="ij-prop-")
-        self.store = FileEpisodeStore(self.root)
+        self.opener = opener
+        self.cleanup = cleanup
+        self.store = opener()
         self.held: dict[str, Held] = {}
         self.next_sequence: dict[str, int] = {}
 
     def teardown(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.store.close()
+        self.cleanup()
 
     @rule(week=WEEKS, key=KEYS, fingerprint=FINGERPRINTS)
     def allocate(self, week: str, key: str, fingerprint: str | None) -> None:
@@ -88,7 +96,8 @@ class AllocationModel(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         """Another store object (as another process would have) sees the same state."""
-        self.store = FileEpisodeStore(self.root)
+        self.store.close()
+        self.store = self.opener()
 
     @invariant()
     def list_matches_the_model(self) -> None:
@@ -104,10 +113,34 @@ def _order(episode_id: str) -> tuple[str, int]:
     return week, int(sequence)
 
 
-AllocationModel.TestCase.settings = settings(
+SETTINGS = settings(
     max_examples=50,
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-test_allocation_matches_the_model = AllocationModel.TestCase
+
+
+class FileStoreModel(AllocationModel):
+    def __init__(self) -> None:
+        root = tempfile.mkdtemp(prefix="ij-prop-")
+        super().__init__(lambda: FileEpisodeStore(root), lambda: shutil.rmtree(root, ignore_errors=True))
+
+
+class PostgresStoreModel(AllocationModel):
+    #: The test's database; every example takes a namespace of its own in it.
+    database_url: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        url = f"{self.database_url}?namespace=prop-{uuid.uuid4().hex}"
+        super().__init__(lambda: open_store(url))
+
+
+def test_the_file_store_matches_the_model() -> None:
+    run_state_machine_as_test(FileStoreModel, settings=SETTINGS)
+
+
+@pytest.mark.postgres
+def test_the_postgres_store_matches_the_model(pg_database: str) -> None:
+    PostgresStoreModel.database_url = pg_database
+    run_state_machine_as_test(PostgresStoreModel, settings=SETTINGS)
