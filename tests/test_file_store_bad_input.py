@@ -6,6 +6,7 @@ root cannot bypass: a root path under a regular file, and an immutable (``chattr
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_idempotent_jobs import FileEpisodeStore, StoreCorrupted, StoreUnavailable
+from airflow_idempotent_jobs import AllocationConflict, FileEpisodeStore, StoreCorrupted, StoreUnavailable
 from tests.backends import FileBackend
 from tests.clirun import Result, run_cli
 
@@ -131,4 +132,23 @@ def test_an_episode_record_turned_directory_is_a_store_error_for_every_reader(ba
     check = run_cli("--store", backend.url, "check")
     assert check.code == 1, check.stderr
     assert str(path) in check.stdout
+    assert backend.snapshot() == before
+
+
+def test_a_key_held_by_two_episodes_fails_closed_for_allocate_and_find(backend: FileBackend) -> None:
+    """Only a hand-made copy can do this; no rule could say which job the caller owns, so none is guessed."""
+    source, copy = backend.state_path("2026-W32-0").parent, backend.state_path("2026-W32-2").parent
+    shutil.copytree(source, copy)
+    record = json.loads((copy / "state.json").read_text())
+    record.update(episode_id="2026-W32-2", sequence=2)
+    (copy / "state.json").write_text(json.dumps(record))
+    store = backend.open()
+    store.rebuild_index()  # the copy gets its key marker, as a real second holder would have
+    before = backend.snapshot()
+    for call in (lambda: store.allocate("2026-W32", "job-a"), lambda: store.find("job-a")):
+        with pytest.raises(AllocationConflict, match="several episodes") as caught:
+            call()
+        assert caught.value.episode_ids == ("2026-W32-0", "2026-W32-2")
+    line = assert_refused(run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-a"), 3)
+    assert "2026-W32-0, 2026-W32-2" in line
     assert backend.snapshot() == before

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Protocol, Union
 
-from ..allocation import decide, new_episode
+from ..allocation import decide, new_episode, sole_holder
 from ..episode import Episode
-from ..errors import AllocationConflict, EpisodeNotFound
+from ..errors import EpisodeNotFound
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 
 __all__ = ["EpisodeStore", "StoreSession"]
@@ -94,10 +94,7 @@ class EpisodeStore(abc.ABC):
     def find(self, allocation_key: str) -> Episode | None:
         """The episode holding this key, None if none; several holders is a conflict (fail closed)."""
         key = validate_allocation_key(allocation_key)
-        holders = self._read_holders(key)
-        if len(holders) > 1:
-            raise AllocationConflict(key, "held by several episodes", tuple(sorted(h.episode_id for h in holders)))
-        return holders[0] if holders else None
+        return sole_holder(key, self._read_holders(key))
 
     def list(self, week: WeekLike | None = None) -> builtins.list[Episode]:
         """Episodes ordered by week, then sequence."""
