@@ -142,9 +142,9 @@ def test_a_key_held_by_two_episodes_fails_closed_for_allocate_and_find(backend: 
     record = json.loads((copy / "state.json").read_text())
     record.update(episode_id="2026-W32-2", sequence=2)
     (copy / "state.json").write_text(json.dumps(record))
-    store = backend.open()
-    store.rebuild_index()  # the copy gets its key marker, as a real second holder would have
+    FileEpisodeStore(backend.root).rebuild_index()  # the copy gets its key marker, as a real second holder would have
     before = backend.snapshot()
+    store = backend.open()
     for call in (lambda: store.allocate("2026-W32", "job-a"), lambda: store.find("job-a")):
         with pytest.raises(AllocationConflict, match="several episodes") as caught:
             call()
