@@ -259,11 +259,14 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
     return LegacyJob(week, week_dir, state, history.get(str(week)), tuple(files))
 
 
-def validate_legacy_root(root: Path) -> None:
-    """Raise `InvalidIdentifier` for what stops a whole migration: no directory, an unreadable history."""
+def validate_legacy_root(root: Path) -> tuple[dict[str, Any], str | None]:
+    """Raise `InvalidIdentifier` for what stops a whole migration: no directory, an unreadable history.
+
+    Returns the history and its sha256, so that a scan reads the file once.
+    """
     if not root.is_dir():
         raise InvalidIdentifier("legacy directory", str(root), "not a directory")
-    _read_history(root)
+    return _read_history(root)
 
 
 def scan_legacy(root: Path) -> LegacyScan:
@@ -274,8 +277,7 @@ def scan_legacy(root: Path) -> LegacyScan:
     is reported in ``skipped`` and the others go on. Hidden entries (``.name``) are ignored.
     """
     root = root.absolute()
-    validate_legacy_root(root)
-    history, history_sha = _read_history(root)
+    history, history_sha = validate_legacy_root(root)
     jobs: list[LegacyJob] = []
     skipped: list[SkippedSource] = []
     try:
