@@ -34,9 +34,8 @@ IDENTITY_CHANGED = "IJ002"
 
 @dataclass(frozen=True)
 class Statements:
-    """Every statement of the locked transaction, for one schema."""
+    """Every statement of the locked transaction, for one schema (BEGIN and the lock are sent by the store)."""
 
-    lock: str
     holders: str
     load: str
     week: str
@@ -54,7 +53,6 @@ def statements(schema: str) -> Statements:
     )
     select = f"SELECT {columns} FROM {s}.episodes WHERE namespace = %(namespace)s"
     return Statements(
-        lock="SELECT set_config('lock_timeout', %(ms)s, true), pg_advisory_xact_lock(%(key)s)",
         holders=f"{select} AND allocation_key = %(key)s",
         load=f"{select} AND episode_id = %(episode_id)s",
         week=f"{select} AND week_id = %(week_id)s",

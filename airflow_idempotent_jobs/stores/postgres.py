@@ -42,7 +42,7 @@ from ..errors import (
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
 from .base import EpisodeStore
-from .pg_session import PostgresSession, statements
+from .pg_session import PostgresSession
 
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
@@ -111,7 +111,6 @@ class PostgresEpisodeStore(EpisodeStore):
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._sql = statements(self.schema)
         self._lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
         self._schema_ready = False
