@@ -33,7 +33,7 @@ EXIT: Final = {
     "store": 5,
 }
 
-_CODES: Final[tuple[tuple[type[BaseException], int], ...]] = (
+_CODES: Final[tuple[tuple[type[IdempotentJobsError], int], ...]] = (
     (InvalidIdentifier, EXIT["usage"]),
     (BudgetExceeded, EXIT["usage"]),
     (AllocationConflict, EXIT["conflict"]),
@@ -53,11 +53,15 @@ class CliError(Exception):
         self.code = code
 
 
-def exit_code_for(exc: BaseException) -> int:
+def exit_code_for(exc: IdempotentJobsError) -> int:
+    """The DESIGN.md exit code; an error of this package with no row of its own is a store error.
+
+    Never 1: that code means "check found problems", which no exception does.
+    """
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return code
-    return EXIT["store"] if isinstance(exc, IdempotentJobsError) else 1
+    return EXIT["store"]
 
 
 class Parser(argparse.ArgumentParser):
