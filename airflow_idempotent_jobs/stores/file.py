@@ -143,24 +143,26 @@ class FileEpisodeStore(EpisodeStore):
         except OSError as exc:
             raise StoreUnavailable(f"cannot use the store root {self.root}: {exc.strerror or exc}") from exc
         try:
-            with self._io_errors():
-                if not self._ready:
-                    self._initialise()
-                yield FileSession(self)
+            if not self._ready:
+                self._initialise()
+            yield FileSession(self)
+        except OSError as exc:  # inline, not `_io_errors`: no extra generator on the allocation path
+            raise self._io_error(exc) from exc
         finally:
             self._lock.release()
 
+    def _io_error(self, exc: OSError) -> StoreUnavailable:
+        """A file system error (a file turned directory, EIO) as the one error callers and the CLI see."""
+        where = exc.filename or self.root
+        return StoreUnavailable(f"store I/O failed at {where}: {exc.strerror or exc}")
+
     @contextmanager
     def _io_errors(self) -> Iterator[None]:
-        """The boundary where the file system's errors (a file turned directory, EIO) become `StoreUnavailable`.
-
-        Locked writes and unlocked reads alike: a caller, and the CLI, sees one error naming the path.
-        """
+        """`_io_error` for the unlocked reads (get, find, list)."""
         try:
             yield
         except OSError as exc:
-            where = exc.filename or self.root
-            raise StoreUnavailable(f"store I/O failed at {where}: {exc.strerror or exc}") from exc
+            raise self._io_error(exc) from exc
 
     def _acquire_lock(self) -> None:
         """Take the ``filelock`` lock; while another process holds it, wait by a cheap probe.
