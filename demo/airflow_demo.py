@@ -93,18 +93,15 @@ def main() -> int:
 
 
 def airflow_env(url: str) -> dict[str, str]:
-    from airflow_idempotent_jobs.paid.server import server_provider_config
+    from airflow_idempotent_jobs.paid.server import server_connection
 
-    extra = server_provider_config(url).to_dict()
-    del extra["base_url"]
-    conn = {"conn_type": "idempotent_jobs_http", "host": url, "password": TOKEN, "extra": extra}
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         AIRFLOW_HOME=str(HOME),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(HOME / "dags"),
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{HOME / 'airflow.db'}",
-        AIRFLOW_CONN_MEDIA_PROVIDER=json.dumps(conn),
+        AIRFLOW_CONN_MEDIA_PROVIDER=json.dumps(server_connection(url, TOKEN)),
         DEMO_PROVIDER_URL=url,
     )
     return env

@@ -102,12 +102,11 @@ class Deployment:
 
     def env(self, name: str) -> dict[str, str]:
         """The environment of one Airflow process living in home ``name``."""
-        from airflow_idempotent_jobs.paid.server import ServerConfig, server_provider_config
+        from airflow_idempotent_jobs.paid.server import ServerConfig, server_connection
 
         home = self.home(name)
         metadata = pg_url(self.airflow_db, "postgresql+psycopg2")
-        provider = server_provider_config(self.provider_url, ServerConfig(honour_tokens=False)).to_dict()
-        del provider["base_url"]
+        provider = server_connection(self.provider_url, self.provider_token, ServerConfig(honour_tokens=False))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "IJ_"))}
         env.update(self.secrets)
         env.update(
@@ -132,14 +131,7 @@ class Deployment:
                     | ({"password": os.environ["PGPASSWORD"]} if os.environ.get("PGPASSWORD") else {})
                     | {"schema": self.store_db}
                 ),
-                "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(
-                    {
-                        "conn_type": "idempotent_jobs_http",
-                        "host": self.provider_url,
-                        "password": self.provider_token,
-                        "extra": provider,
-                    }
-                ),
+                "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(provider),
                 "IJ_WORKER": name,
                 "PYTHONUNBUFFERED": "1",
             }

@@ -45,7 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 if TYPE_CHECKING:
     from .http import HttpProviderConfig
 
-__all__ = ["FAULTS", "ProviderServer", "ServerConfig", "main"]
+__all__ = ["FAULTS", "ProviderServer", "ServerConfig", "main", "server_connection", "server_provider_config"]
 
 FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx"})
 TOKEN_HEADER: Final = "Idempotency-Key"
@@ -400,6 +400,17 @@ def server_provider_config(url: str, config: ServerConfig | None = None, **overr
     }
     values.update(overrides)
     return HttpProviderConfig(**values)
+
+
+def server_connection(url: str, token: str, config: ServerConfig | None = None, **extra: Any) -> dict[str, Any]:
+    """The fields of an ``idempotent_jobs_http`` Connection to the server at ``url`` (for ``AIRFLOW_CONN_*``).
+
+    The host carries the base URL, the password the token, the extra the rest of the provider
+    config, updated with ``extra`` as given (unchecked, so a test can also write a broken one).
+    """
+    fields = server_provider_config(url, config).to_dict()
+    del fields["base_url"]
+    return {"conn_type": "idempotent_jobs_http", "host": url, "password": token, "extra": {**fields, **extra}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

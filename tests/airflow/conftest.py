@@ -90,14 +90,9 @@ class RunningProvider:
 
     def connection(self, **config: Any) -> str:
         """An ``AIRFLOW_CONN_*`` value: host = base URL, password = token, extra = the JSON layout."""
-        from airflow_idempotent_jobs.paid.server import server_provider_config
+        from airflow_idempotent_jobs.paid.server import server_connection
 
-        extra = server_provider_config(self.url).to_dict()
-        del extra["base_url"]  # the host field carries it
-        extra.update(config)
-        return json.dumps(
-            {"conn_type": "idempotent_jobs_http", "host": self.url, "password": self.token, "extra": extra}
-        )
+        return json.dumps(server_connection(self.url, self.token, **config))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
 from airflow_idempotent_jobs.hooks.store import EpisodeStoreHook
 from airflow_idempotent_jobs.paid.ledger import SubmissionLedger
-from airflow_idempotent_jobs.paid.server import ProviderServer, server_provider_config
+from airflow_idempotent_jobs.paid.server import ProviderServer, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
 from tests.airflow.conftest import postgres_connection
 
@@ -33,9 +33,7 @@ def server() -> Iterator[ProviderServer]:
 
 
 def http_conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, srv: ProviderServer, token: str) -> None:
-    extra = server_provider_config(srv.url).to_dict()
-    del extra["base_url"]
-    set_conn(monkeypatch, conn_id, conn_type="idempotent_jobs_http", host=srv.url, password=token, extra=extra)
+    set_conn(monkeypatch, conn_id, **server_connection(srv.url, token))
 
 
 # -- store hook ---------------------------------------------------------------------------------
