@@ -53,10 +53,6 @@ class HttpPaidProviderHook(BaseHook):
         conn = await self.aget_connection(self.provider_conn_id)
         return self._build(conn, await conn.aextra_dejson())
 
-    def get_config(self) -> HttpProviderConfig:
-        conn = self.get_connection(self.provider_conn_id)
-        return provider_config(conn, conn.extra_dejson)
-
     def get_conn(self) -> HttpPaidProvider:
         return self.get_provider()
 
