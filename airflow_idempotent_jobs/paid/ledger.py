@@ -391,7 +391,8 @@ class SubmissionLedger:
             host, pid, _nonce = claim.rsplit(":", 2)
             if age >= self.claim_lease:
                 return False
-            return host != _HOST or _pid_alive(int(pid))
+            # Our own pid under another nonce is an earlier process that had it: gone.
+            return host != _HOST or (int(pid) != os.getpid() and _pid_alive(int(pid)))
         except (TypeError, ValueError) as exc:
             raise StoreCorrupted(
                 f"{self.store.location} (episode {eid})", f"unreadable submission claim: {exc}"

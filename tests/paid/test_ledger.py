@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -234,6 +235,29 @@ def test_live_claim_elsewhere_blocks_until_its_lease_ends(file_store: EpisodeSto
     assert server.submissions() == 0
     later = SubmissionLedger(file_store, clock=lambda: now + dt.timedelta(seconds=901))
     assert later.submit(eid, provider, REQUEST).submission.state is SubmissionState.ACCEPTED
+    assert server.accepted(token) == 1
+
+
+def test_claim_of_an_earlier_process_with_our_pid_is_dead(file_store: EpisodeStore, server: ProviderServer) -> None:
+    """Pids are reused (a restarted container counts from 1 again): a claim from this host with our
+    pid but another process's nonce was written by a process that is gone, not by us."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+
+    def claimed_by_our_pid(episode: Episode) -> Episode:
+        sub = episode.submission.moved_to(
+            SubmissionState.SUBMITTING,
+            episode_id=eid,
+            token=token,
+            attempts=1,
+            claimed_by=f"{socket.gethostname()}:{os.getpid()}:not-our-nonce",
+            claimed_at=dt.datetime.now(dt.timezone.utc).isoformat(),
+        )
+        return dataclasses.replace(episode, submission=sub)
+
+    file_store.update(eid, claimed_by_our_pid)
+    episode = SubmissionLedger(file_store).submit(eid, provider_for(server), REQUEST)
+    assert episode.submission.state is SubmissionState.ACCEPTED  # resubmitted with the same token
     assert server.accepted(token) == 1
 
 
