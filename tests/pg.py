@@ -9,15 +9,17 @@ must never pass without them.
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 
-__all__ = ["PgServer", "pg_database", "pg_server", "pg_url"]
+__all__ = ["PgServer", "pg_database", "pg_server", "pg_url", "spawn_together"]
 
 _OURS = re.compile(r"ij_(?:tpl|t)_([0-9]+)_[0-9a-f]+(?:_[0-9]+)?")
 
@@ -30,6 +32,24 @@ def pg_url(dbname: str) -> str:
     host = os.environ.get("PGHOST", "127.0.0.1")
     port = os.environ.get("PGPORT", "5432")
     return f"postgresql://{auth}@{host}:{port}/{dbname}"
+
+
+def spawn_together(target: Callable[..., None], args: list[tuple[Any, ...]], timeout: float) -> list[Any]:
+    """Run ``target(*a, barrier, results)`` in one spawned process per ``a``; returns what each put.
+
+    Each ``target`` waits on the shared barrier before its work, so all clients hit the server
+    at once, and puts exactly one result (its error too: the test asserts on it).
+    """
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(len(args)), spawn.Queue()
+    procs = [spawn.Process(target=target, args=(*each, barrier, results)) for each in args]
+    for proc in procs:
+        proc.start()
+    try:
+        return [results.get(timeout=timeout) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
 
 
 class PgServer:

@@ -13,6 +13,7 @@ import pytest
 
 from airflow_idempotent_jobs import StoreUnavailable, open_store
 from airflow_idempotent_jobs.stores.postgres import PostgresSession
+from tests.pg import spawn_together
 
 pytestmark = pytest.mark.postgres
 
@@ -37,15 +38,7 @@ def _allocate_many(url: str, worker: int, barrier: Any, results: Any) -> None:
 
 
 def test_16_processes_x_50_allocations_are_contiguous_per_week(pg_database: str) -> None:
-    barrier, results = SPAWN.Barrier(WORKERS), SPAWN.Queue()
-    procs = [SPAWN.Process(target=_allocate_many, args=(pg_database, w, barrier, results)) for w in range(WORKERS)]
-    for proc in procs:
-        proc.start()
-    try:
-        answers = dict(results.get(timeout=120) for _ in procs)
-    finally:
-        for proc in procs:
-            proc.join(timeout=30)
+    answers = dict(spawn_together(_allocate_many, [(pg_database, w) for w in range(WORKERS)], timeout=120))
     failures = {w: a for w, a in answers.items() if isinstance(a, str)}
     assert not failures
     returned = {key: episode_id for got in answers.values() for key, episode_id in got}

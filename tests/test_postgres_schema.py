@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 import subprocess
 import sys
@@ -19,10 +18,9 @@ from airflow_idempotent_jobs.episode import TRANSITIONS
 from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from tests.backends import PostgresBackend
-from tests.pg import PgServer, pg_url
+from tests.pg import PgServer, pg_url, spawn_together
 
 pytestmark = pytest.mark.postgres
-SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
@@ -69,15 +67,7 @@ def _first_use(url: str, key: str, barrier: Any, results: Any) -> None:
 
 
 def test_concurrent_first_uses_create_the_schema_once(empty_database: str) -> None:
-    barrier, results = SPAWN.Barrier(4), SPAWN.Queue()
-    procs = [SPAWN.Process(target=_first_use, args=(empty_database, f"k{i}", barrier, results)) for i in range(4)]
-    for proc in procs:
-        proc.start()
-    try:
-        got = sorted(results.get(timeout=60) for _ in procs)
-    finally:
-        for proc in procs:
-            proc.join(timeout=30)
+    got = sorted(spawn_together(_first_use, [(empty_database, f"k{i}") for i in range(4)], timeout=60))
     assert got == [f"2026-W32-{i}" for i in range(4)]
     assert _versions(empty_database) == [(m.version, m.name) for m in pg_schema.MIGRATIONS]
 
