@@ -57,8 +57,11 @@ class HistoryTail:
     end: int
     #: The file's size; more than ``end`` when an interrupted append left a partial line.
     size: int
-    #: False when not even the header line is complete (an append interrupted at creation).
-    has_header: bool
+
+    @property
+    def has_header(self) -> bool:
+        """False when not even the header line is complete (an append interrupted at creation)."""
+        return self.end > 0
 
 
 def entry_line(episode: Episode) -> bytes:
@@ -135,7 +138,7 @@ def read_history_tail(path: str | Path, week: WeekId) -> HistoryTail | None:
         if newline < 0:
             if len(head) < size:
                 raise StoreCorrupted(str(path), f"no header line in the first {_WINDOW} bytes")
-            return HistoryTail(None, 0, size, has_header=False)  # only an interrupted first append
+            return HistoryTail(None, 0, size)  # only an interrupted first append
         highest = _header(head[:newline], path, week)
         header_end = newline + 1
         # The last complete lines: from the end, widening the window until one whole entry is in it.
@@ -154,7 +157,7 @@ def read_history_tail(path: str | Path, week: WeekId) -> HistoryTail | None:
             last = data.rfind(b"\n", first, end - 1) + 1 or first
             sequence = _entry(data[last : end - 1], path, start + last, week)["sequence"]
             highest = sequence if highest is None else max(highest, sequence)
-        return HistoryTail(highest, start + end if end else header_end, size, has_header=True)
+        return HistoryTail(highest, start + end if end else header_end, size)
     finally:
         os.close(fd)
 
