@@ -140,7 +140,11 @@ def plan_migration(
     store: FileEpisodeStore, legacy_root: Path, key_map: Mapping[str, str] | None = None
 ) -> MigrationPlan:
     """What an apply would do; reads the legacy directory and the store, changes nothing."""
-    legacy_root = Path(legacy_root).absolute()
+    with store.io_errors():  # the store's files (journals, histories) read outside its own calls
+        return _plan(store, Path(legacy_root).absolute(), key_map)
+
+
+def _plan(store: FileEpisodeStore, legacy_root: Path, key_map: Mapping[str, str] | None) -> MigrationPlan:
     scan = scan_legacy(legacy_root)
     journals = _journals(store)
     jobs: list[PlannedJob] = []
@@ -193,11 +197,12 @@ def apply_migration(
     if manifest_path is not None and manifest_path.exists() and plan_migration(store, legacy_root, key_map).jobs:
         raise InvalidIdentifier("manifest path", str(manifest_path), "exists already: a manifest is never overwritten")
     migrations = store.root / MIGRATIONS_DIR
-    migrations.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(migrations / ".lock", timeout=0, fallback_to_soft=False, preserve_lock_file=True)
+    with store.io_errors():
+        migrations.mkdir(parents=True, exist_ok=True)
     try:
         lock.acquire()
-    except filelock.Timeout as exc:
+    except filelock.Timeout as exc:  # a TimeoutError, so outside io_errors, which would take it for I/O
         raise StoreUnavailable(f"another migration into {store.root} is running") from exc
     try:
         plan = plan_migration(store, legacy_root, key_map)

@@ -243,3 +243,14 @@ def test_a_given_manifest_path_is_never_overwritten(capsys, legacy: Path, store_
     assert run(capsys, *argv)[0] == 1
     assert load_manifest(target).jobs
     assert run(capsys, *argv)[:2] == (1, "nothing to do\n")
+
+
+def test_a_store_root_under_a_regular_file_is_a_store_error_for_plan_and_apply(capsys, legacy: Path) -> None:
+    blocker = legacy.parent / "not-a-directory"
+    blocker.write_bytes(b"a regular file\n")
+    before = tree(legacy.parent)
+    for extra in ([], ["--apply"]):
+        code, out, err = run(capsys, "--store", str(blocker / "store"), "migrate", "--from", str(legacy), *extra)
+        assert (code, out) == (5, ""), err
+        assert err.count("\n") == 1 and str(blocker) in err
+    assert tree(legacy.parent) == before

@@ -120,7 +120,7 @@ class FileEpisodeStore(EpisodeStore):
     @property
     def namespace(self) -> str:
         if self._namespace is None:
-            with self._io_errors():
+            with self.io_errors():
                 meta = self._read_store_meta()
             if meta is None:
                 with self._session():
@@ -146,7 +146,7 @@ class FileEpisodeStore(EpisodeStore):
             if not self._ready:
                 self._initialise()
             yield FileSession(self)
-        except OSError as exc:  # inline, not `_io_errors`: no extra generator on the allocation path
+        except OSError as exc:  # inline, not `io_errors`: no extra generator on the allocation path
             raise self._io_error(exc) from exc
         finally:
             self._lock.release()
@@ -157,8 +157,8 @@ class FileEpisodeStore(EpisodeStore):
         return StoreUnavailable(f"store I/O failed at {where}: {exc.strerror or exc}")
 
     @contextmanager
-    def _io_errors(self) -> Iterator[None]:
-        """`_io_error` for the unlocked reads (get, find, list)."""
+    def io_errors(self) -> Iterator[None]:
+        """`_io_error` for the unlocked reads (get, find, list) and for code that reads this store's files (migrate)."""
         try:
             yield
         except OSError as exc:
@@ -201,17 +201,17 @@ class FileEpisodeStore(EpisodeStore):
             os.close(probe)
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
-        with self._io_errors():
+        with self.io_errors():
             return self._load(episode_id)
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        with self._io_errors():
+        with self.io_errors():
             if not (self.index_dir / "meta.json").exists():
                 return [e for e in self._scan(None) if e.allocation_key == allocation_key]
             return self._indexed_holders(allocation_key)
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
-        with self._io_errors():
+        with self.io_errors():
             return list(self._scan(week))
 
     # -- maintenance ---------------------------------------------------------------------------
