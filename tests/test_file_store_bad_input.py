@@ -152,3 +152,21 @@ def test_a_key_held_by_two_episodes_fails_closed_for_allocate_and_find(backend: 
     line = assert_refused(run_cli("--store", backend.url, "allocate", "--week", "2026-W32", "--key", "job-a"), 3)
     assert "2026-W32-0, 2026-W32-2" in line
     assert backend.snapshot() == before
+
+
+@pytest.mark.parametrize("relative", ["episodes", "episodes/2026-W32"])
+def test_check_reports_a_directory_turned_regular_file_and_does_not_stop(backend: FileBackend, relative: str) -> None:
+    path = backend.root / relative
+    shutil.rmtree(path)
+    path.write_bytes(b"not a directory\n")
+    before = backend.snapshot()
+    for args in (["check"], ["check", "2026-W32-0"]):
+        check = run_cli("--store", backend.url, *args)
+        assert check.code == 1, check.stderr
+        # Named episodes are looked for in their week directory, which lies under ``path``.
+        assert any(
+            line.startswith(str(path)) and line.endswith(": unreadable: Not a directory")
+            for line in check.stdout.splitlines()
+        ), check.stdout
+        assert "Traceback" not in check.stderr
+    assert backend.snapshot() == before

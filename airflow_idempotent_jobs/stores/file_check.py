@@ -69,6 +69,9 @@ def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]
         names = sorted(os.listdir(base))
     except FileNotFoundError:
         return []
+    except OSError as exc:  # check reports what it cannot read; it never stops on it
+        problems.append(Problem(str(base), f"unreadable: {exc.strerror}"))
+        return []
     weeks = []
     for name in names:
         if name.startswith(TMP_PREFIX):
@@ -88,6 +91,9 @@ def _check_week(
     try:
         names = sorted(os.listdir(week_dir))
     except FileNotFoundError:
+        return episodes
+    except OSError as exc:
+        problems.append(Problem(str(week_dir), f"unreadable: {exc.strerror}"))
         return episodes
     for name in names:
         path = week_dir / name
