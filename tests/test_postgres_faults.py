@@ -162,3 +162,20 @@ def test_check_reports_damaged_rows_and_marks(pg_database: str) -> None:
     done = _cli("--store", pg_database, "check")
     assert done.returncode == 1, done
     assert "unknown schema_version 99" in done.stdout
+
+
+def test_an_empty_namespace_or_schema_is_bad_input_not_the_default(pg_database: str) -> None:
+    """``?namespace=`` must not quietly mean "default": that namespace may be another pipeline's."""
+    with open_store(pg_database) as store:
+        store.allocate("2026-W32", "theirs")
+    for query in ("?namespace=", "?schema=", "?namespace=&schema=x"):
+        with pytest.raises(InvalidIdentifier, match="must not be empty"):
+            open_store(pg_database + query)
+        done = _cli("--store", pg_database + query, "allocate", "--week", "2026-W32", "--key", "mine")
+        assert (done.returncode, done.stdout, done.stderr.count("\n")) == (2, "", 1), done.stderr
+    with pytest.raises(InvalidIdentifier):
+        PostgresEpisodeStore(pg_database, namespace="")
+    with pytest.raises(InvalidIdentifier):
+        PostgresEpisodeStore(pg_database, schema="")
+    with open_store(pg_database) as store:
+        assert [e.allocation_key for e in store.list()] == ["theirs"]

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import sqlalchemy as sa
@@ -60,6 +61,11 @@ def engine_url(text: str) -> tuple[URL, dict[str, str]]:
         raise InvalidIdentifier("store URL", _without_password(text), "not a valid postgresql:// URL") from exc
     if url.drivername not in _SCHEMES:
         raise InvalidIdentifier("store URL", url.render_as_string(), "use postgresql:// (driven by psycopg 3)")
+    # make_url drops ``?namespace=`` silently: an empty value would then mean the default namespace,
+    # another pipeline's jobs. Read the raw query for that case.
+    for name, value in parse_qsl(urlsplit(text).query, keep_blank_values=True):
+        if name in ("namespace", "schema") and not value:
+            raise InvalidIdentifier(name, value, "must not be empty (leave it out for the default)")
     options = {k: str(url.query[k]) for k in ("namespace", "schema") if k in url.query}
     return url.set(drivername="postgresql+psycopg").difference_update_query(options), options
 
@@ -98,10 +104,10 @@ class PostgresEpisodeStore(EpisodeStore):
             }
             settings.update(engine_options or {})
             engine, self._owns_engine = sa.create_engine(url, **settings), True
-        self._namespace = namespace or options.get("namespace") or "default"
+        self._namespace = namespace if namespace is not None else options.get("namespace", "default")
         if not _NAMESPACE_RE.fullmatch(self._namespace):
             raise InvalidIdentifier("namespace", self._namespace, "use 1..128 letters, digits and _ . : -")
-        self.schema = schema or options.get("schema") or pg_schema.DEFAULT_SCHEMA
+        self.schema = schema if schema is not None else options.get("schema", pg_schema.DEFAULT_SCHEMA)
         self.tables = pg_schema.tables(self.schema)
         if not math.isfinite(lock_timeout) or lock_timeout < 0:
             # NaN or infinity would fail later, in the middle of a transaction, as a traceback.
