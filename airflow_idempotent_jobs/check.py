@@ -66,33 +66,14 @@ def check_store(
 
     With ``manifest``, also that nothing the manifest lists was lost. Invalid ids among
     ``episode_ids`` raise `InvalidIdentifier` before anything is read. Never writes, never locks.
+    Each store checks itself (``store.check``): what a healthy layout is differs by backend.
     """
     ids = [EpisodeId.parse(text) for text in episode_ids]
-    from .stores.file import FileEpisodeStore
-
-    if isinstance(store, FileEpisodeStore):
-        from .stores.file_check import check_file_store
-
-        return sorted(check_file_store(store, ids, manifest))
     checker = getattr(store, "check", None)
     if checker is None:
         raise InvalidIdentifier("store", store.location, "this store cannot be checked")
-    problems: list[Problem] = list(checker(ids))
-    if manifest is not None:
-        problems += _manifest_problems(store, manifest)
+    problems: list[Problem] = checker(ids, manifest)
     return sorted(problems)
-
-
-def _manifest_problems(store: EpisodeStore, manifest: Manifest) -> list[Problem]:
-    """For stores without files: compare the manifest with the hashes the migration recorded."""
-    from .errors import IdempotentJobsError
-    from .manifest import verify_manifest
-
-    try:
-        episodes = store.list()
-    except IdempotentJobsError as exc:
-        return [Problem(store.location, f"cannot list episodes to compare with the manifest: {exc}")]
-    return verify_manifest(manifest, episodes, None)
 
 
 def unique_keys(episodes: Iterable[Episode]) -> list[Problem]:

@@ -30,9 +30,10 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
 
@@ -43,6 +44,10 @@ from ._durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, tmp_name
 from ._file_session import STATE_FILE, FileSession
 from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
+
+if TYPE_CHECKING:
+    from ..check import Problem
+    from ..manifest import Manifest
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
 
@@ -213,6 +218,12 @@ class FileEpisodeStore(EpisodeStore):
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
         with self.io_errors():
             return list(self._scan(week))
+
+    def check(self, ids: Sequence[EpisodeId], manifest: Manifest | None = None) -> builtins.list[Problem]:
+        """Read-only verification (``idempotent-jobs check``): never locks, never writes, never repairs."""
+        from .file_check import check_file_store
+
+        return check_file_store(self, ids, manifest)
 
     # -- maintenance ---------------------------------------------------------------------------
     def rebuild_index(self) -> int:

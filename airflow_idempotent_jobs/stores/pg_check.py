@@ -9,18 +9,26 @@ import sqlalchemy as sa
 
 from ..check import Problem, check_episode_record, unique_keys
 from ..episode import Episode
-from ..errors import StoreCorrupted
+from ..errors import IdempotentJobsError, StoreCorrupted
 from ..identity import EpisodeId
+from ..manifest import verify_manifest
 from . import pg_schema
 
 if TYPE_CHECKING:
+    from ..manifest import Manifest
     from .postgres import PostgresEpisodeStore
 
 __all__ = ["check_postgres_store"]
 
 
-def check_postgres_store(store: PostgresEpisodeStore, only: Sequence[EpisodeId] = ()) -> list[Problem]:
-    """Schema version, every row (or the named ones), one key per episode, and the weeks' high-water marks."""
+def check_postgres_store(
+    store: PostgresEpisodeStore, only: Sequence[EpisodeId] = (), manifest: Manifest | None = None
+) -> list[Problem]:
+    """Schema version, every row (or the named ones), one key per episode, and the weeks' high-water marks.
+
+    With ``manifest``, also that nothing it lists was lost (against the hashes the migration recorded:
+    there are no files to hash again).
+    """
     tables = store.tables
     # One read-only snapshot for the whole check, so that a concurrent allocation cannot look like a problem.
     reader = store.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
@@ -63,4 +71,15 @@ def check_postgres_store(store: PostgresEpisodeStore, only: Sequence[EpisodeId] 
         problems += [Problem(str(e), "episode not found") for e in only if str(e) not in present]
     else:
         problems += unique_keys(good)
+    if manifest is not None:
+        problems += _manifest_problems(store, manifest)
     return problems
+
+
+def _manifest_problems(store: PostgresEpisodeStore, manifest: Manifest) -> list[Problem]:
+    """The manifest spans every week, so it is compared with every episode, named ones or not."""
+    try:
+        episodes = store.list()
+    except IdempotentJobsError as exc:
+        return [Problem(store.location, f"cannot list episodes to compare with the manifest: {exc}")]
+    return verify_manifest(manifest, episodes, None)

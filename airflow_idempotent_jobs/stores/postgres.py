@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
@@ -44,6 +44,9 @@ from ..identity import EpisodeId, WeekId
 from . import pg_schema
 from .base import EpisodeStore
 from .pg_session import PostgresSession
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
@@ -182,12 +185,12 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._owns_engine:
             self.engine.dispose()
 
-    def check(self, ids: Sequence[EpisodeId]) -> builtins.list[Problem]:
+    def check(self, ids: Sequence[EpisodeId], manifest: Manifest | None = None) -> builtins.list[Problem]:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
         from .pg_check import check_postgres_store
 
         with self._translated():
-            return check_postgres_store(self, ids)
+            return check_postgres_store(self, ids, manifest)
 
     # -- schema --------------------------------------------------------------------------------
     def ensure_schema(self) -> None:
