@@ -84,8 +84,10 @@ def _utc_clock() -> dt.datetime:
 # -- claims: who wrote `submitting` -------------------------------------------------------------
 _HOST = socket.gethostname()
 _process_nonce: tuple[int, str] = (0, "")
-#: (store location, episode id) of the submit calls this process is making right now.
-_active: set[tuple[str, str]] = set()
+#: (store location, episode id) -> thread, for the submissions this process is making right now. A
+#: thread registers as it writes its claim, under the store's lock, and leaves when its `submit`
+#: returns: no other thread of this process can read that claim and think its writer dead.
+_active: dict[tuple[str, str], int] = {}
 _active_lock = threading.Lock()
 
 
@@ -160,11 +162,16 @@ class SubmissionLedger:
         ``unknown``; with capability (a) or (b) a retry settles it).
         """
         eid = str(EpisodeId.parse(episode_id))
-        for _ in range(3):  # a lookup that lost a race starts over; bounded
-            episode = self._attempt(eid, provider, request, estimated_cost)
-            if episode is not None:
-                return episode
-        raise SubmissionInProgress(eid, "another process (the record kept changing)")
+        try:
+            for _ in range(3):  # a lookup that lost a race starts over; bounded
+                episode = self._attempt(eid, provider, request, estimated_cost)
+                if episode is not None:
+                    return episode
+            raise SubmissionInProgress(eid, "another process (the record kept changing)")
+        finally:
+            with _active_lock:
+                if _active.get((self.store.location, eid)) == threading.get_ident():
+                    del _active[(self.store.location, eid)]
 
     def _attempt(
         self, eid: str, provider: PaidProvider, request: Mapping[str, Any], estimated_cost: float | None
@@ -224,6 +231,8 @@ class SubmissionLedger:
         return self._claimed(ep, "token lookup found no job: submitting once with the same token")
 
     def _claimed(self, ep: Episode, note: str, **changes: Any) -> Episode:
+        with _active_lock:
+            _active[(self.store.location, ep.episode_id)] = threading.get_ident()
         sub = ep.submission
         return self._moved(
             ep,
@@ -243,28 +252,22 @@ class SubmissionLedger:
         # If this call certainly sent nothing, go back: to `none` on a first attempt, else to
         # `unknown`, since an earlier attempt's outcome is still not known.
         back = _S.NONE if sub.history[-1]["from"] == _S.NONE.value else _S.UNKNOWN
-        with _active_lock:
-            _active.add((self.store.location, eid))
         try:
-            try:
-                ref = provider.submit(request, sub.token)
-            except ProviderRejected as exc:
-                return self._settle(eid, sub.claimed_by, _S.FAILED, "rejected by the provider", error=str(exc))
-            except ProviderUnavailable as exc:
-                self._settle(eid, sub.claimed_by, back, f"not sent: {exc}", error=str(exc))
-                raise
-            except BaseException as exc:
-                self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
-                caps = provider.capabilities
-                if isinstance(exc, Exception) and not (caps.idempotent_tokens or caps.lookup):
-                    raise SubmissionStateUnknown(eid, _text(exc)) from exc
-                if isinstance(exc, Exception) and not isinstance(exc, ProviderOutcomeUnknown):
-                    raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {_text(exc)}") from exc
-                raise
-            return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
-        finally:
-            with _active_lock:
-                _active.discard((self.store.location, eid))
+            ref = provider.submit(request, sub.token)
+        except ProviderRejected as exc:
+            return self._settle(eid, sub.claimed_by, _S.FAILED, "rejected by the provider", error=str(exc))
+        except ProviderUnavailable as exc:
+            self._settle(eid, sub.claimed_by, back, f"not sent: {exc}", error=str(exc))
+            raise
+        except BaseException as exc:
+            self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
+            caps = provider.capabilities
+            if isinstance(exc, Exception) and not (caps.idempotent_tokens or caps.lookup):
+                raise SubmissionStateUnknown(eid, _text(exc)) from exc
+            if isinstance(exc, Exception) and not isinstance(exc, ProviderOutcomeUnknown):
+                raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {_text(exc)}") from exc
+            raise
+        return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
 
     def _settle(self, eid: str, claim: str, state: SubmissionState, note: str, **changes: Any) -> Episode:
         """Record the outcome of our own submit call, if the record still carries our claim."""

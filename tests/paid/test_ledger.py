@@ -7,7 +7,9 @@ import datetime as dt
 import json
 import os
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -259,6 +261,41 @@ def test_claim_of_an_earlier_process_with_our_pid_is_dead(file_store: EpisodeSto
     episode = SubmissionLedger(file_store).submit(eid, provider_for(server), REQUEST)
     assert episode.submission.state is SubmissionState.ACCEPTED  # resubmitted with the same token
     assert server.accepted(token) == 1
+
+
+def test_another_thread_right_after_our_claim_sees_it_in_flight(file_store: EpisodeStore) -> None:
+    """The moment between writing our `submitting` claim and calling the provider: a second thread
+    of this process that reads the claim then must see a live submitter, not a dead one."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    seen: list[BaseException | None] = []
+    first_thread = threading.get_ident()
+    real_update_in_week = file_store.update_in_week
+
+    def update_in_week(*args: Any, **kwargs: Any) -> Episode:
+        episode = real_update_in_week(*args, **kwargs)
+        mine = threading.get_ident() == first_thread
+        if mine and not seen and episode.submission.state is SubmissionState.SUBMITTING:  # our claim is written
+            second = threading.Thread(target=lambda: seen.append(_submit_error(file_store, eid, provider)))
+            second.start()
+            second.join(timeout=30)
+        return episode
+
+    with ProviderServer(**CAPABILITIES["b-lookup"]) as server:
+        provider = provider_for(server)
+        file_store.update_in_week = update_in_week  # type: ignore[method-assign]
+        first = SubmissionLedger(file_store).submit(eid, provider, REQUEST)
+        assert first.submission.state is SubmissionState.ACCEPTED
+        assert len(seen) == 1 and isinstance(seen[0], SubmissionInProgress), seen
+        assert server.accepted(token) == 1
+
+
+def _submit_error(store: EpisodeStore, eid: str, provider: HttpPaidProvider) -> BaseException | None:
+    try:
+        SubmissionLedger(store).submit(eid, provider, REQUEST)
+    except BaseException as exc:
+        return exc
+    return None
 
 
 def test_a_late_status_never_reopens_a_terminal_submission(file_store: EpisodeStore, server: ProviderServer) -> None:
