@@ -45,7 +45,7 @@ def test_every_named_module_and_class_imports() -> None:
     for conn in info["connection-types"]:
         module, _, name = conn["hook-class-name"].rpartition(".")
         hook = getattr(importlib.import_module(module), name)
-        assert hook.conn_type == conn["connection-type"]
+        assert (hook.conn_type, hook.hook_name) == (conn["connection-type"], conn["hook-name"])
         assert hook.get_ui_field_behaviour()["relabeling"] == conn["ui-field-behaviour"]["relabeling"]
 
 
