@@ -3,6 +3,7 @@
 Failures are classified for the ledger (see `provider`): only a request that certainly never left
 (connection refused, connect or pool timeout) is retried here, with bounded backoff; 429 means
 "not processed"; any other 4xx is a rejection; a read timeout, a dropped connection, a 5xx, 408,
+409 (APIs answer it for an idempotency key whose request is in progress or already made the job),
 or a success answer without a readable id leaves the outcome unknown.
 Credentials are given at construction and never appear in ``repr``, logs or error messages.
 """
@@ -53,6 +54,9 @@ DEFAULT_STATE_MAP: Final[Mapping[str, str]] = {
 }
 #: Failures raised before a single byte of the request was sent.
 _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: Client errors that do not prove the job was refused: a request timeout, and a conflict on the
+#: idempotency key (its request is in flight, or already made the job).
+_OUTCOME_UNKNOWN_4XX: Final = frozenset({408, 409})
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,7 @@ class HttpPaidProvider:
         message = f"{what} {self._where(response)} answered HTTP {code}: {detail}"
         if code == 429:
             raise ProviderUnavailable(message, status=code)
-        if 400 <= code < 500 and code != 408:
+        if 400 <= code < 500 and code not in _OUTCOME_UNKNOWN_4XX:
             raise ProviderRejected(message, status=code)
         raise ProviderOutcomeUnknown(message, status=code)
 

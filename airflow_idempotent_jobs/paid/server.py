@@ -20,7 +20,8 @@ after ``polls_to_finish`` status calls or ``seconds_to_finish`` seconds; the cos
 ``price * units`` (``units`` from the request, default 1). A request with an empty ``prompt``
 is rejected with 422. ``fault`` applies to the next ``fault_times`` submissions (-1: all):
 ``drop_after_accept`` (create, then close without answering), ``slow`` (create, answer after
-``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422).
+``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422), and
+``409_after_accept`` (create, then answer 409 as an API does for an idempotency key in use).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FAULTS", "ProviderServer", "ServerConfig", "main", "server_connection", "server_provider_config"]
 
-FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx"})
+FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx", "409_after_accept"})
 TOKEN_HEADER: Final = "Idempotency-Key"
 
 
@@ -279,6 +280,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stopping.wait(state.config.slow_seconds)
         if fault == "5xx_after_accept":
             self._reply(500, {"error": {"message": "internal error after accepting"}})
+            return
+        if fault == "409_after_accept":
+            self._reply(409, {"error": {"message": "a request with this idempotency key is in progress"}})
             return
         self._reply(code, answer)
 

@@ -112,6 +112,21 @@ def test_dropped_connection_is_unknown_never_failed(
         assert server.accepted(token) == 1
 
 
+def test_409_on_submit_is_unknown_never_failed(file_store: EpisodeStore, server: ProviderServer) -> None:
+    """A conflict on the idempotency key may mean the job exists: never a terminal rejection."""
+    server.configure(**CAPABILITIES["b-lookup"], fault="409_after_accept")
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    with pytest.raises(ProviderOutcomeUnknown, match="HTTP 409"):
+        ledger.submit(eid, provider, REQUEST)
+    assert file_store.get(eid).submission.state is SubmissionState.UNKNOWN
+    resumed = ledger.submit(eid, provider, REQUEST)  # looks the token up and adopts the job
+    assert resumed.submission.state is SubmissionState.ACCEPTED
+    assert jobs_for(server, token) == [resumed.submission.remote_ref]
+    assert server.submissions(token) == 1 and server.accepted(token) == 1
+
+
 @pytest.mark.parametrize("fault", ["5xx", "5xx_after_accept"])
 def test_5xx_with_tokens_retries_safely(file_store: EpisodeStore, server: ProviderServer, fault: str) -> None:
     server.configure(fault=fault)
