@@ -18,6 +18,7 @@ from airflow_idempotent_jobs import (
     EpisodeStatus,
     EpisodeStore,
     InvalidIdentifier,
+    StoreCorrupted,
     WeekId,
 )
 from tests.backends import Backend
@@ -237,3 +238,13 @@ def test_update_in_week_sees_only_the_other_episodes_of_that_week(store: Episode
     assert seen == ["2026-W32-1", "2026-W32-2"]
     assert store.get(target.episode_id).metadata == {"peers": 2}
     assert after.metadata == {"peers": 2}
+
+
+def test_only_update_in_week_reads_the_rest_of_the_week(backend: Backend, store: EpisodeStore) -> None:
+    """A plain update (every ledger move) reads its own record only, not the week under the lock."""
+    target = store.allocate(W32, "job-a")
+    store.allocate(W32, "job-b")
+    backend.corrupt("2026-W32-1", "not-json")  # a sibling that any read of the week would trip on
+    assert store.update(target.episode_id, finished(EpisodeStatus.RUNNING)).status is EpisodeStatus.RUNNING
+    with pytest.raises(StoreCorrupted, match="2026-W32-1"):
+        store.update_in_week(target.episode_id, lambda episode, _others: episode)

@@ -107,7 +107,7 @@ class EpisodeStore(abc.ABC):
         ``change`` sees the committed record and may raise to refuse (the ledger's transitions do);
         then nothing is written. It must not change the episode's identity.
         """
-        return self.update_in_week(episode_id, lambda episode, _week: change(episode))
+        return self._update(episode_id, lambda episode, _week: change(episode), read_week=False)
 
     def update_in_week(
         self, episode_id: EpisodeLike, change: Callable[[Episode, builtins.list[Episode]], Episode]
@@ -116,13 +116,24 @@ class EpisodeStore(abc.ABC):
 
         For rules that span a week (a weekly budget): nobody can commit in between.
         """
+        return self._update(episode_id, change, read_week=True)
+
+    def _update(
+        self,
+        episode_id: EpisodeLike,
+        change: Callable[[Episode, builtins.list[Episode]], Episode],
+        *,
+        read_week: bool,
+    ) -> Episode:
+        # The week is read only when asked for: a plain update (every ledger move) would otherwise
+        # read each record of the week under the lock that allocations wait for, and discard them.
         eid = EpisodeId.parse(episode_id)
         with self._session() as session:
             before = session.load(eid)
             if before is None:
                 raise EpisodeNotFound(str(eid), self.location)
-            others = [e for e in session.week_episodes(eid.week) if e.episode_id != before.episode_id]
-            after = change(before, others)
+            week = session.week_episodes(eid.week) if read_week else []
+            after = change(before, [e for e in week if e.episode_id != before.episode_id])
             if (after.episode_id, after.allocation_key) != (before.episode_id, before.allocation_key):
                 raise ValueError("update must not change an episode's id or allocation key")
             if after != before:
