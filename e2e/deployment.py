@@ -5,7 +5,7 @@ Topology (nothing but PostgreSQL and the Redis broker is shared)::
     PostgreSQL 127.0.0.1:5432   database ij_e2e_af_<id>     Airflow's metadata
                                 database ij_e2e_store_<id>  the episode store (schema idempotent_jobs)
     Redis 127.0.0.1:6379/<n>    Celery broker
-    control home                api-server, scheduler, dag-processor
+    control home                api-server, scheduler, dag-processor, triggerer
     worker homes w1, w2         one Celery worker each: own AIRFLOW_HOME, DAGs copy, logs, log-server port
     provider server             the local paid-job API (one OS process)
 
@@ -155,12 +155,13 @@ class Deployment:
         self.spawn("api-server", [AIRFLOW, "api-server", "-H", "127.0.0.1", "-p", str(self.api_port)], control)
         self.spawn("scheduler", [AIRFLOW, "scheduler"], control)
         self.spawn("dag-processor", [AIRFLOW, "dag-processor"], control)
+        self.spawn("triggerer", [AIRFLOW, "triggerer"], control)
         for name in WORKERS:
             env = self.env(name)
             env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
             command = [AIRFLOW, "celery", "worker", "--celery-hostname", f"{name}@%h", "--without-mingle"]
             self.spawn(f"worker-{name}", [*command, "--without-gossip"], env)
-        wait_for("a healthy API server, scheduler and DAG processor", self._healthy, timeout=180)
+        wait_for("a healthy API server, scheduler, DAG processor and triggerer", self._healthy, timeout=180)
         wait_for("the DAG to be parsed and serialized", self._dag_serialized, timeout=120)
         wait_for("both Celery workers", self._workers_ready, timeout=120)
         say(f"deployment healthy in {time.monotonic() - started:.0f}s (api-server on port {self.api_port})")
@@ -227,7 +228,7 @@ class Deployment:
                 health: dict[str, Any] = json.loads(answer.read())
         except OSError:
             return False
-        parts = ("metadatabase", "scheduler", "dag_processor")
+        parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
         return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
 
     def metadata(self, query: str, *params: Any) -> list[tuple[Any, ...]]:

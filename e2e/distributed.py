@@ -1,7 +1,7 @@
 """``make e2e-distributed``: a real CeleryExecutor deployment allocates over the turn of 2020/2021.
 
-Starts (on 127.0.0.1) Airflow's api-server, scheduler and dag-processor, two Celery workers with
-their own homes, and the local provider server; backfills ``ij_distributed`` from 2020-12-24 to
+Starts (on 127.0.0.1) Airflow's api-server, scheduler, dag-processor and triggerer, two Celery
+workers with their own homes, and the local provider server; backfills ``ij_distributed`` from 2020-12-24 to
 2021-01-06 (14 daily runs: 4 in 2020-W52, 7 in 2020-W53, 3 in 2021-W01, up to 7 at a time), whose
 allocation crashes on its first try. Then checks that every run owns exactly one episode,
 sequences are contiguous per week, and the provider received exactly one job per episode.

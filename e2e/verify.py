@@ -72,6 +72,16 @@ def _attempts(deployment: Deployment, dag_id: str) -> dict[tuple[str, str, str],
     return where
 
 
+def _resumed_from_triggerer(deployment: Deployment, dag_id: str, run_id: str) -> bool:
+    """Try 1 of ``generate`` logged the trigger's report (the line `execute_complete` writes)."""
+    for name in WORKERS:
+        task_logs = deployment.home(name) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=generate"
+        log = task_logs / "attempt=1.log"
+        if log.exists() and "the trigger reported succeeded" in log.read_text(errors="replace"):
+            return True
+    return False
+
+
 def _most_runs_at_once(spans: list[tuple[Any, Any]]) -> int:
     edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans], key=lambda e: (e[0], e[1]))
     most = active = 0
@@ -115,6 +125,12 @@ def verify(deployment: Deployment, dag_id: str) -> Outcome:
         "the paid step crashed once after paying on even days, and its retry did not pay again",
         all(t == ("success", 2 if day % 2 == 0 else 1) for day, t in generate_tries.items()),
         generate_tries,
+    )
+    resumed = [run_id for run_id, _, _ in backfill if _resumed_from_triggerer(deployment, dag_id, run_id)]
+    out.expect(
+        "every paid step was resumed by the triggerer's event on its first try",
+        len(resumed) == len(backfill),
+        sorted(set(r for r, _, _ in backfill) - set(resumed)),
     )
     xcoms = {
         run_id: _value(value)

@@ -4,7 +4,8 @@ Every run allocates its episode in the PostgreSQL store (reached through the ``i
 Connection, a plain ``postgres`` one), then crashes on its first try: the retry, possibly on the
 other Celery worker, must get the same episode back. Then the paid job is submitted to the local
 provider server, which does NOT deduplicate by idempotency token, so any second submission would
-show as a second job. On even days the paid step also crashes once after its job succeeded.
+show as a second job. The paid step defers its polling to the triggerer, and on even days crashes
+once after its job succeeded.
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ class CrashAfterAllocating(AllocateEpisodeOperator):
 
 
 class CrashAfterPaying(PaidGenerationOperator):
-    """Submits and waits; on even days dies once afterwards (the retry must not pay again)."""
+    """Submits and defers to the triggerer; on even days dies once after the job succeeded.
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        summary = super().execute(context)
+    `_finish` is where both paths end: the resumed `execute_complete` of try 1, and try 2's
+    `execute`, which finds the submission terminal (the retry must not pay again).
+    """
+
+    def _finish(self, context: Any, episode: Any) -> dict[str, Any]:
+        summary = super()._finish(context, episode)
         context["ti"].xcom_push(key="worker", value=_worker())
         if context["ti"].try_number == 1 and context["logical_date"].day % 2 == 0:
             raise RuntimeError(f"simulated crash on {_worker()} after paying for {summary['episode_id']}")
@@ -69,5 +74,6 @@ with DAG(
         poll_initial_delay=0.2,
         poll_max_delay=1.0,
         poll_timeout=120,
+        deferrable=True,  # polling runs in the deployment's triggerer process
     )
     allocate >> generate
