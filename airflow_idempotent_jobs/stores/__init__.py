@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlparse
 
 from ..errors import InvalidIdentifier
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EpisodeStore", "FileEpisodeStore", "PostgresEpisodeStore", "open_store"]
 
-_POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+#: URL schemes that `open_store` hands to the PostgreSQL store, which accepts exactly these.
+POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
@@ -24,7 +25,7 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
     if not isinstance(text, str) or not text.strip():
         raise InvalidIdentifier("store URL", url, "must be a path, file:// URL or postgresql:// URL")
     scheme = urlparse(text).scheme.lower() if "://" in text else ""
-    if scheme in _POSTGRES_SCHEMES:
+    if scheme in POSTGRES_SCHEMES:
         from .postgres import PostgresEpisodeStore  # type: ignore[import-not-found,unused-ignore]
 
         store: EpisodeStore = PostgresEpisodeStore(text, **options)

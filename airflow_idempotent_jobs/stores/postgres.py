@@ -41,7 +41,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId
-from . import pg_schema
+from . import POSTGRES_SCHEMES, pg_schema
 from .base import EpisodeStore
 from .pg_session import PostgresSession
 
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
 _NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
 #: lock_not_available (lock_timeout), query_canceled (statement_timeout).
 _TIMEOUTS: Final = frozenset({"55P03", "57014"})
 
@@ -62,7 +61,7 @@ def engine_url(text: str) -> tuple[URL, dict[str, str]]:
         url = make_url(text)
     except (sa.exc.ArgumentError, ValueError) as exc:
         raise InvalidIdentifier("store URL", _without_password(text), "not a valid postgresql:// URL") from exc
-    if url.drivername not in _SCHEMES:
+    if url.drivername not in POSTGRES_SCHEMES:
         raise InvalidIdentifier("store URL", url.render_as_string(), "use postgresql:// (driven by psycopg 3)")
     # make_url drops ``?namespace=`` silently: an empty value would then mean the default namespace,
     # another pipeline's jobs. Read the raw query for that case.
