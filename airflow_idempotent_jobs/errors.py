@@ -1,6 +1,13 @@
-"""One error root; each subclass carries the data a caller needs to act on it."""
+"""One error root; each subclass carries the data a caller needs to act on it, and its policy.
+
+The policy is two class attributes that every caller reads instead of keeping its own table:
+``exit_code`` (what the CLI exits with, docs/design.md lists them) and ``retryable`` (whether a
+retry could succeed: Airflow gets `AirflowFailException` for the errors a retry cannot fix).
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 __all__ = [
     "AllocationConflict",
@@ -8,6 +15,7 @@ __all__ = [
     "EpisodeNotFound",
     "IdempotentJobsError",
     "IllegalTransition",
+    "InvalidConfiguration",
     "InvalidIdentifier",
     "StoreCorrupted",
     "StoreUnavailable",
@@ -18,9 +26,17 @@ __all__ = [
 class IdempotentJobsError(Exception):
     """Root of every error this package raises on purpose."""
 
+    #: The CLI's exit code: 5 (a store or provider error) unless a subclass says otherwise.
+    exit_code: ClassVar[int] = 5
+    #: Whether trying again later may succeed (a lock timeout, a server down): Airflow retries these.
+    retryable: ClassVar[bool] = True
+
 
 class InvalidIdentifier(IdempotentJobsError, ValueError):
     """A week id, episode id, allocation key or fingerprint that breaks its grammar."""
+
+    exit_code = 2
+    retryable = False
 
     def __init__(self, kind: str, value: object, reason: str) -> None:
         self.kind = kind
@@ -29,8 +45,24 @@ class InvalidIdentifier(IdempotentJobsError, ValueError):
         super().__init__(f"invalid {kind} {_short(value)}: {reason}")
 
 
+class InvalidConfiguration(IdempotentJobsError, ValueError):
+    """A provider, store or connection setting that cannot work; ``field`` names it (never its secret)."""
+
+    exit_code = 2
+    retryable = False
+
+    def __init__(self, what: str, field: str, reason: str) -> None:
+        self.what = what
+        self.field = field
+        self.reason = reason
+        super().__init__(f"invalid {what}: {field}: {reason}")
+
+
 class AllocationConflict(IdempotentJobsError):
     """The key is held in another week, by several episodes, or with another fingerprint."""
+
+    exit_code = 3
+    retryable = False
 
     def __init__(self, allocation_key: str, reason: str, episode_ids: tuple[str, ...] = ()) -> None:
         self.allocation_key = allocation_key
@@ -43,6 +75,9 @@ class AllocationConflict(IdempotentJobsError):
 class EpisodeNotFound(IdempotentJobsError, LookupError):
     """No episode with this id exists in the store."""
 
+    exit_code = 4
+    retryable = False
+
     def __init__(self, episode_id: str, where: str = "") -> None:
         self.episode_id = episode_id
         super().__init__(f"episode {episode_id} not found" + (f" in {where}" if where else ""))
@@ -50,6 +85,8 @@ class EpisodeNotFound(IdempotentJobsError, LookupError):
 
 class StoreCorrupted(IdempotentJobsError):
     """A stored file or row is unreadable or has an unknown schema; nothing was overwritten."""
+
+    retryable = False
 
     def __init__(self, where: str, reason: str) -> None:
         self.where = where
@@ -64,6 +101,9 @@ class StoreUnavailable(IdempotentJobsError):
 class IllegalTransition(IdempotentJobsError):
     """A submission-ledger transition that the state machine does not allow."""
 
+    exit_code = 3
+    retryable = False
+
     def __init__(self, episode_id: str, current: str, wanted: str) -> None:
         self.episode_id = episode_id
         self.current = current
@@ -73,6 +113,9 @@ class IllegalTransition(IdempotentJobsError):
 
 class SubmissionStateUnknown(IdempotentJobsError):
     """A paid submission may or may not have been accepted; only reconcile may settle it."""
+
+    exit_code = 3
+    retryable = False
 
     def __init__(self, episode_id: str, detail: str = "") -> None:
         self.episode_id = episode_id
@@ -86,6 +129,9 @@ class SubmissionStateUnknown(IdempotentJobsError):
 
 class BudgetExceeded(IdempotentJobsError):
     """The week's spending would pass its budget; nothing was sent."""
+
+    exit_code = 2
+    retryable = False
 
     def __init__(self, episode_id: str, week_id: str, budget: float, spent: float, requested: float) -> None:
         self.episode_id = episode_id

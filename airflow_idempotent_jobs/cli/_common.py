@@ -8,22 +8,12 @@ import os
 import sys
 from typing import Any, Final, NoReturn
 
-from ..errors import (
-    AllocationConflict,
-    BudgetExceeded,
-    EpisodeNotFound,
-    IdempotentJobsError,
-    IllegalTransition,
-    InvalidIdentifier,
-    StoreCorrupted,
-    StoreUnavailable,
-    SubmissionStateUnknown,
-)
+from ..errors import IdempotentJobsError
 from ..stores import EpisodeStore, open_store
 
 __all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json"]
 
-#: The exit codes DESIGN.md lists.
+#: The exit codes docs/design.md lists; each error class carries its own (``exit_code``).
 EXIT: Final = {
     "ok": 0,
     "problems": 1,
@@ -32,17 +22,6 @@ EXIT: Final = {
     "not_found": 4,
     "store": 5,
 }
-
-_CODES: Final[tuple[tuple[type[IdempotentJobsError], int], ...]] = (
-    (InvalidIdentifier, EXIT["usage"]),
-    (BudgetExceeded, EXIT["usage"]),
-    (AllocationConflict, EXIT["conflict"]),
-    (IllegalTransition, EXIT["conflict"]),
-    (SubmissionStateUnknown, EXIT["conflict"]),
-    (EpisodeNotFound, EXIT["not_found"]),
-    (StoreCorrupted, EXIT["store"]),
-    (StoreUnavailable, EXIT["store"]),
-)
 
 
 class CliError(Exception):
@@ -54,14 +33,8 @@ class CliError(Exception):
 
 
 def exit_code_for(exc: IdempotentJobsError) -> int:
-    """The DESIGN.md exit code; an error of this package with no row of its own is a store error.
-
-    Never 1: that code means "check found problems", which no exception does.
-    """
-    for kind, code in _CODES:
-        if isinstance(exc, kind):
-            return code
-    return EXIT["store"]
+    """The exit code the error class declares (`IdempotentJobsError.exit_code`)."""
+    return exc.exit_code
 
 
 class Parser(argparse.ArgumentParser):

@@ -7,8 +7,10 @@ DAG files constantly.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 try:
     from airflow.sdk.exceptions import AirflowFailException
@@ -18,7 +20,7 @@ except ImportError:  # Airflow < 3.2
 if TYPE_CHECKING:
     from ..stores import EpisodeStore
 
-__all__ = ["AirflowFailException", "DEFAULT_STORE_DIRNAME", "default_store_path", "open_task_store", "fail_or_retry"]
+__all__ = ["AirflowFailException", "DEFAULT_STORE_DIRNAME", "default_store_path", "open_task_store", "task_errors"]
 
 #: The embedded default store lives here, under ``$AIRFLOW_HOME``.
 DEFAULT_STORE_DIRNAME = "idempotent_jobs"
@@ -44,32 +46,20 @@ def open_task_store(store: str | None, store_conn_id: str | None, lock_timeout: 
     return open_store(default_store_path(), **options)
 
 
-def fail_or_retry(exc: Exception) -> NoReturn:
-    """Re-raise ``exc`` as Airflow should see it.
+@contextmanager
+def task_errors() -> Iterator[None]:
+    """Translate this package's errors for Airflow inside the ``with`` body.
 
-    Errors that a retry cannot fix (bad ids, conflicts, corrupt files, unknown episodes, an
-    uncertain paid submission) fail the task without retry; everything else, notably
-    `StoreUnavailable` (lock timeout, database down), stays retryable.
+    An error a retry cannot fix (``retryable`` is false: a bad id, a conflict, a corrupt file, an
+    unknown episode, an uncertain paid submission, a bad configuration) fails the task without
+    retry; everything else, notably `StoreUnavailable` (lock timeout, database down), stays
+    retryable. `AirflowFailException` passes through untouched.
     """
-    from ..errors import (
-        AllocationConflict,
-        BudgetExceeded,
-        EpisodeNotFound,
-        IllegalTransition,
-        InvalidIdentifier,
-        StoreCorrupted,
-        SubmissionStateUnknown,
-    )
+    from ..errors import IdempotentJobsError
 
-    final = (
-        InvalidIdentifier,
-        AllocationConflict,
-        StoreCorrupted,
-        EpisodeNotFound,
-        IllegalTransition,
-        SubmissionStateUnknown,
-        BudgetExceeded,
-    )
-    if isinstance(exc, final):
-        raise AirflowFailException(str(exc)) from exc
-    raise exc
+    try:
+        yield
+    except IdempotentJobsError as exc:
+        if not exc.retryable:
+            raise AirflowFailException(str(exc)) from exc
+        raise

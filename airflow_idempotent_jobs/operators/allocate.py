@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from airflow.sdk import BaseOperator
 
-from ._common import AirflowFailException, fail_or_retry, open_task_store
+from ._common import AirflowFailException, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -83,7 +83,7 @@ class AllocateEpisodeOperator(BaseOperator):
     def execute(self, context: Context) -> str | None:
         ti = context["ti"]
         run_id = context["run_id"]
-        try:
+        with task_errors():
             week = self._week(context)
             key = self.allocation_key or default_allocation_key(ti.dag_id, ti.task_id, run_id, ti.map_index)
             if run_id.startswith(TEMPORARY_RUN_PREFIX) and not self.allow_test_runs:
@@ -94,10 +94,6 @@ class AllocateEpisodeOperator(BaseOperator):
                 episode = store.allocate(week, key, self.fingerprint or None)
             finally:
                 store.close()
-        except AirflowFailException:
-            raise
-        except Exception as exc:
-            fail_or_retry(exc)
         self._report(context, episode, store)
         return episode.episode_id
 

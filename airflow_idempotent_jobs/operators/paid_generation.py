@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from airflow.sdk import BaseOperator
 
-from ._common import AirflowFailException, fail_or_retry, open_task_store
+from ._common import AirflowFailException, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -126,10 +126,8 @@ class PaidGenerationOperator(BaseOperator):
             raise AirflowFailException(f"malformed trigger event for episode {eid}: {event!r}") from exc
         store = self._open_store()
         try:
-            try:
+            with task_errors():
                 episode = self._ledger(store).record_status(eid, status)
-            except Exception as exc:
-                fail_or_retry(exc)
             self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
             return self._finish(context, episode)
         finally:
@@ -151,25 +149,19 @@ class PaidGenerationOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     def _open_store(self) -> EpisodeStore:
-        try:
+        with task_errors():
             return open_task_store(self.store, self.store_conn_id, self.lock_timeout)
-        except Exception as exc:
-            fail_or_retry(exc)
 
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""
-        try:
+        with task_errors():
             return self._ledger(store).preflight(eid)
-        except Exception as exc:
-            fail_or_retry(exc)
 
     def _provider(self) -> PaidProvider:
         from ..hooks.http_provider import HttpPaidProviderHook
 
-        try:
+        with task_errors():  # a config no provider accepts (InvalidConfiguration) is final
             return HttpPaidProviderHook(self.provider_conn_id).get_provider()
-        except Exception as exc:  # a config no provider accepts (InvalidIdentifier) is final
-            fail_or_retry(exc)
 
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger
@@ -179,17 +171,16 @@ class PaidGenerationOperator(BaseOperator):
     def _submit(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
         from ..errors import SubmissionStateUnknown
 
-        try:
-            episode = self._ledger(store).submit(
-                eid, provider, dict(self.request or {}), estimated_cost=self.estimated_cost
-            )
-        except SubmissionStateUnknown as exc:
-            raise AirflowFailException(
-                f"{exc} -- not retrying: a second submission could be paid twice. "
-                f"After checking with the provider, run: {exc.command}"
-            ) from exc
-        except Exception as exc:
-            fail_or_retry(exc)
+        with task_errors():
+            try:
+                episode = self._ledger(store).submit(
+                    eid, provider, dict(self.request or {}), estimated_cost=self.estimated_cost
+                )
+            except SubmissionStateUnknown as exc:
+                raise AirflowFailException(
+                    f"{exc} -- not retrying: a second submission could be paid twice. "
+                    f"After checking with the provider, run: {exc.command}"
+                ) from exc
         sub = episode.submission
         self.log.info("Episode %s: submission %s (remote ref %s)", eid, sub.state.value, sub.remote_ref)
         return episode
@@ -214,7 +205,7 @@ class PaidGenerationOperator(BaseOperator):
     def _poll(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
         from ..paid.poll import wait_for_terminal
 
-        try:
+        with task_errors():
             return wait_for_terminal(
                 self._ledger(store),
                 eid,
@@ -223,8 +214,6 @@ class PaidGenerationOperator(BaseOperator):
                 initial_delay=self.poll_initial_delay,
                 max_delay=self.poll_max_delay,
             )
-        except Exception as exc:
-            fail_or_retry(exc)
 
     def _finish(self, context: Context, episode: Episode) -> dict[str, Any]:
         sub = episode.submission

@@ -18,7 +18,7 @@ from airflow_idempotent_jobs.errors import (
     SubmissionStateUnknown,
 )
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
-from airflow_idempotent_jobs.operators._common import AirflowFailException, default_store_path, fail_or_retry
+from airflow_idempotent_jobs.operators._common import AirflowFailException, default_store_path, task_errors
 from airflow_idempotent_jobs.operators.allocate import default_allocation_key
 
 pytestmark = pytest.mark.airflow
@@ -95,14 +95,14 @@ def test_default_key_and_default_store(monkeypatch: pytest.MonkeyPatch, tmp_path
     ],
 )
 def test_errors_a_retry_cannot_fix_fail_the_task(error: Exception) -> None:
-    with pytest.raises(AirflowFailException) as caught:
-        fail_or_retry(error)
+    with pytest.raises(AirflowFailException) as caught, task_errors():
+        raise error
     assert caught.value.__cause__ is error
     assert str(caught.value) == str(error)
 
 
 @pytest.mark.parametrize("error", [StoreUnavailable("lock timeout"), OSError("disk"), RuntimeError("x")])
 def test_other_errors_stay_retryable(error: Exception) -> None:
-    with pytest.raises(type(error)) as caught:
-        fail_or_retry(error)
+    with pytest.raises(type(error)) as caught, task_errors():
+        raise error
     assert caught.value is error
