@@ -1,20 +1,18 @@
-"""The read-only verifier behind ``idempotent-jobs check``: it reports, it never repairs."""
+"""What ``idempotent-jobs check`` reports, and the record rules every store shares.
+
+A leaf of the core (it imports nothing above identities and the episode model): each store's own
+``check`` calls it, and `verify.check_store` adds the migration's evidence on top.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .episode import TRANSITIONS, Episode, SubmissionState
-from .errors import InvalidIdentifier
-from .identity import EpisodeId
-from .stores.base import EpisodeStore
 
-if TYPE_CHECKING:
-    from .manifest import Manifest
-
-__all__ = ["Problem", "check_episode_record", "check_store"]
+__all__ = ["CheckReport", "EpisodeRule", "Problem", "check_episode_record", "unique_keys"]
 
 
 @dataclass(frozen=True, order=True)
@@ -31,12 +29,23 @@ class Problem:
         return f"{self.where}: {self.message}"
 
 
-def check_episode_record(episode: Episode, where: str) -> list[Problem]:
-    """Rules every store shares: a legal submission record that agrees with itself, and for a
-    migrated episode, a migration record that agrees with the episode and its cost records."""
-    from .manifest import check_migration_record
+#: An extra rule a store's check runs on every episode it reads, with where the record lives.
+EpisodeRule = Callable[[Episode, str], "list[Problem]"]
 
-    problems = check_migration_record(episode, where)
+
+@dataclass
+class CheckReport:
+    """What a store's own ``check`` found, and the episodes it could read (for rules that span them)."""
+
+    #: Every problem found, in the order found.
+    problems: list[Problem] = field(default_factory=list)
+    #: Every episode whose record could be read: the named ones, or all of the store.
+    episodes: list[Episode] = field(default_factory=list)
+
+
+def check_episode_record(episode: Episode, where: str) -> list[Problem]:
+    """Rules every store shares: a legal submission record that agrees with itself."""
+    problems: list[Problem] = []
     sub = episode.submission
     current = SubmissionState.NONE
     for step in sub.history:
@@ -57,23 +66,6 @@ def check_episode_record(episode: Episode, where: str) -> list[Problem]:
     if sub.cost is not None and sub.cost < 0:
         problems.append(Problem(where, f"negative cost {sub.cost}"))
     return problems
-
-
-def check_store(
-    store: EpisodeStore, episode_ids: Sequence[str] = (), manifest: Manifest | None = None
-) -> list[Problem]:
-    """Every problem found in ``store`` (or in the named episodes), sorted; empty means healthy.
-
-    With ``manifest``, also that nothing the manifest lists was lost. Invalid ids among
-    ``episode_ids`` raise `InvalidIdentifier` before anything is read. Never writes, never locks.
-    Each store checks itself (``store.check``): what a healthy layout is differs by backend.
-    """
-    ids = [EpisodeId.parse(text) for text in episode_ids]
-    checker = getattr(store, "check", None)
-    if checker is None:
-        raise InvalidIdentifier("store", store.location, "this store cannot be checked")
-    problems: list[Problem] = checker(ids, manifest)
-    return sorted(problems)
 
 
 def unique_keys(episodes: Iterable[Episode]) -> list[Problem]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from airflow_idempotent_jobs import FileEpisodeStore, WeekId
 from airflow_idempotent_jobs.allocation import new_episode
-from airflow_idempotent_jobs.stores._durable import dump_json, write_durable
+from airflow_idempotent_jobs.stores.durable import dump_json, write_durable
 
 #: Episodes per ISO week in the realistic histories (a busy weekly pipeline).
 PER_WEEK = 7

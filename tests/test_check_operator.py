@@ -19,8 +19,9 @@ SCENARIOS = r"""
 import json, sys
 store, manifest = sys.argv[1], sys.argv[2]
 from airflow_idempotent_jobs.operators.check import CheckEpisodesOperator
-heavy = [m for m in ("airflow_idempotent_jobs.check", "airflow_idempotent_jobs.manifest",
-                     "airflow_idempotent_jobs.legacy", "airflow_idempotent_jobs.stores.file_check") if m in sys.modules]
+heavy = [m for m in ("airflow_idempotent_jobs.verify", "airflow_idempotent_jobs.migration.manifest",
+                     "airflow_idempotent_jobs.migration.legacy", "airflow_idempotent_jobs.stores.file_check")
+         if m in sys.modules]
 results = {"heavy_imports": heavy, "template_fields": list(CheckEpisodesOperator.template_fields)}
 
 def run(name, **kwargs):

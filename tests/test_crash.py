@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import FileEpisodeStore
-from airflow_idempotent_jobs.check import check_store
+from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import CHILD_TIMEOUT, run_cli
 
 CHILD = Path(__file__).with_name("crash_child.py")

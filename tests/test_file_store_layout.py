@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 from airflow_idempotent_jobs import FileEpisodeStore
-from airflow_idempotent_jobs.check import check_store
 from airflow_idempotent_jobs.stores.file import key_digest
+from airflow_idempotent_jobs.verify import check_store
 
 
 def marker(store: FileEpisodeStore, key: str, episode_id: str) -> Path:

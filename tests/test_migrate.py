@@ -15,7 +15,7 @@ import pytest
 
 from airflow_idempotent_jobs import EpisodeStatus, FileEpisodeStore, SubmissionState
 from airflow_idempotent_jobs.cli import main
-from airflow_idempotent_jobs.manifest import load_manifest
+from airflow_idempotent_jobs.migration.manifest import load_manifest
 from tests.legacy_fixtures import BAD_ENTRIES, GOOD_WEEKS, make_legacy, tree
 
 
@@ -203,7 +203,7 @@ socket.socket = no_network
 socket.create_connection = no_network
 from pathlib import Path
 from airflow_idempotent_jobs import FileEpisodeStore
-from airflow_idempotent_jobs.migrate import apply_migration
+from airflow_idempotent_jobs.migration.apply import apply_migration
 
 result = apply_migration(FileEpisodeStore(sys.argv[1]), Path(sys.argv[2]))
 assert len(result.migrated) == 4, result

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from airflow_idempotent_jobs import open_store
-from airflow_idempotent_jobs.check import check_store
+from airflow_idempotent_jobs.verify import check_store
 
 pytestmark = pytest.mark.postgres
 

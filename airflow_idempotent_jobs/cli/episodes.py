@@ -7,10 +7,10 @@ import datetime as dt
 import sys
 from typing import Any
 
-from ..check import check_store
 from ..episode import Episode
 from ..identity import WeekId, resolve_timezone
 from ..stores import FileEpisodeStore
+from ..verify import check_store
 from ._common import EXIT, CliError, open_cli_store, print_json
 
 __all__ = ["register"]
@@ -107,7 +107,7 @@ def format_table(episodes: list[Episode]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ..manifest import load_manifest
+    from ..migration.manifest import load_manifest
 
     manifest = load_manifest(args.manifest) if args.manifest else None
     with open_cli_store(args) as store:

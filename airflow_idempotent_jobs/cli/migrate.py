@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..legacy import SkippedSource
-from ..migrate import MigrationPlan, apply_migration, counted, load_key_map, plan_migration
+from ..migration.apply import MigrationPlan, apply_migration, counted, load_key_map, plan_migration
+from ..migration.legacy import SkippedSource
 from ..stores import FileEpisodeStore
 from ._common import EXIT, CliError, open_cli_store
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from ._common import AirflowFailException, fail_or_retry, open_task_store
+from ._common import AirflowFailException, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -60,12 +60,8 @@ class CheckEpisodesOperator(BaseOperator):
         self.lock_timeout = lock_timeout
 
     def execute(self, context: Context) -> list[str]:
-        try:
+        with task_errors():
             problems, ids, where = self._check()
-        except AirflowFailException:
-            raise
-        except Exception as exc:
-            fail_or_retry(exc)
         scope = ", ".join(ids) if ids else "every episode"
         if not problems:
             self.log.info("check of %s in %s: no problems", scope, where)
@@ -90,10 +86,10 @@ class CheckEpisodesOperator(BaseOperator):
     def _check(self) -> tuple[list[Problem], list[str], str]:
         from pathlib import Path
 
-        from ..check import check_store
         from ..errors import StoreCorrupted
         from ..identity import EpisodeId, WeekId
-        from ..manifest import load_manifest
+        from ..migration.manifest import load_manifest
+        from ..verify import check_store
 
         ids = [str(EpisodeId.parse(item)) for item in self._requested_ids()]
         week = WeekId.parse(self.week) if self.week else None

@@ -67,13 +67,14 @@ class NotReconcilable(IllegalTransition):
         self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
 
 
-def idempotency_token(namespace: str, episode_id: str) -> str:
+def idempotency_token(store_identity: str, episode_id: str) -> str:
     """The token sent with every submit of ``episode_id``: stable across retries, hosts and processes.
 
-    Readable prefix for operators, plus a digest of namespace and id so that two stores never share one.
+    Readable prefix for operators, plus a digest of the store's identity and the id, so that two
+    stores never share one (`EpisodeStore.identity`).
     """
     eid = str(EpisodeId.parse(episode_id))
-    digest = hashlib.sha256(f"{namespace}\x00{eid}".encode()).hexdigest()[:32]
+    digest = hashlib.sha256(f"{store_identity}\x00{eid}".encode()).hexdigest()[:32]
     return f"aij-{eid}-{digest}"
 
 
@@ -131,7 +132,7 @@ class SubmissionLedger:
         self.claim_lease = claim_lease
 
     def token_for(self, episode_id: EpisodeLike) -> str:
-        return idempotency_token(self.store.namespace, str(episode_id))
+        return idempotency_token(self.store.identity, str(episode_id))
 
     def preflight(self, episode_id: EpisodeLike) -> Episode:
         """The episode, validated, before any credential is read or provider client built.

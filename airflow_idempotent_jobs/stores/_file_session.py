@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..episode import Episode
 from ..identity import EpisodeId, WeekId
-from ._durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
 from ._week_history import HISTORY_FILE, HistoryTail, append_history, read_history_tail
+from .durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
 
 if TYPE_CHECKING:
     from .file import FileEpisodeStore

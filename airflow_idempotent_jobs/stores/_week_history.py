@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
-from ._durable import write_all
+from .durable import write_all
 
 __all__ = [
     "HISTORY_FILE",

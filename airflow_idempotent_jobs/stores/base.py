@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, Union
 
 from ..allocation import decide, new_episode, sole_holder
+from ..check import CheckReport, EpisodeRule
 from ..episode import Episode
 from ..errors import EpisodeNotFound
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
@@ -50,9 +51,26 @@ class EpisodeStore(abc.ABC):
         """A stable name for this store, part of every idempotency token it hands out."""
 
     @property
+    def identity(self) -> str:
+        """What makes this store's idempotency tokens its own: fixed for its life, unique among stores.
+
+        Two stores (staging and production, two teams) must never hand out the same token for
+        ``2026-W32-0``, or a provider would give one store the other's paid job.
+        """
+        return self.namespace
+
+    @property
     @abc.abstractmethod
     def location(self) -> str:
         """Where the store lives, for messages (a path or a URL without password)."""
+
+    @abc.abstractmethod
+    def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
+        """Read-only verification of this store's layout and records, never locking or writing.
+
+        ``ids``: only these episodes (each one missing is a problem); empty: the whole store.
+        ``rules`` run on every record read, beside the shared `check.check_episode_record`.
+        """
 
     @abc.abstractmethod
     def _session(self) -> AbstractContextManager[StoreSession]:

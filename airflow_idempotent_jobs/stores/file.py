@@ -40,14 +40,13 @@ import filelock
 from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
-from ._durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, tmp_name, write_durable
 from ._file_session import STATE_FILE, FileSession
 from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
+from .durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, tmp_name, write_durable
 
 if TYPE_CHECKING:
-    from ..check import Problem
-    from ..manifest import Manifest
+    from ..check import CheckReport, EpisodeRule
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
 
@@ -219,11 +218,11 @@ class FileEpisodeStore(EpisodeStore):
         with self.io_errors():
             return list(self._scan(week))
 
-    def check(self, ids: Sequence[EpisodeId], manifest: Manifest | None = None) -> builtins.list[Problem]:
+    def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): never locks, never writes, never repairs."""
         from .file_check import check_file_store
 
-        return check_file_store(self, ids, manifest)
+        return check_file_store(self, ids, rules)
 
     # -- maintenance ---------------------------------------------------------------------------
     def rebuild_index(self) -> int:

@@ -2,40 +2,33 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
-from ..check import Problem, check_episode_record, unique_keys
+from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ..episode import Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
-from ..legacy import LEGACY_STATE_FILE, recorded_hashes, sha256_file
-from ..manifest import LEGACY_STATE_KEY, LEGACY_SUBDIR, MIGRATION_KEY, verify_manifest
-from ._durable import TMP_PREFIX, read_json, read_versioned
 from ._week_history import HISTORY_FILE, read_history
+from .durable import TMP_PREFIX, read_json, read_versioned
 from .file import STATE_FILE, FileEpisodeStore, key_digest
-
-if TYPE_CHECKING:
-    from ..manifest import Manifest
 
 __all__ = ["check_file_store"]
 
 
 def check_file_store(
-    store: FileEpisodeStore, only: Sequence[EpisodeId] = (), manifest: Manifest | None = None
-) -> list[Problem]:
+    store: FileEpisodeStore, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()
+) -> CheckReport:
     problems: list[Problem] = []
     if not store.root.is_dir():
-        return [Problem(str(store.root), "store root does not exist")]
+        return CheckReport([Problem(str(store.root), "store root does not exist")])
     problems += _check_meta(store.root / "store.json", store._read_store_meta)
     episodes: list[Episode] = []
     weeks = sorted({e.week for e in only}) if only else _week_dirs(store, problems)
     for week in weeks:
         wanted = {e for e in only if e.week == week} if only else None
-        episodes += _check_week(store, week, wanted, problems)
+        episodes += _check_week(store, week, wanted, problems, rules)
     if only:
         for episode_id in only:
             if not any(e.episode_id == str(episode_id) for e in episodes):
@@ -43,13 +36,7 @@ def check_file_store(
     else:
         problems += unique_keys(episodes)
     problems += _check_index(store, episodes)
-    if manifest is not None:
-        everything = episodes
-        if only:
-            # The manifest spans every week: compare it with all episodes, report only its findings.
-            everything = [e for week in _week_dirs(store, []) for e in _check_week(store, week, None, [])]
-        problems += verify_manifest(manifest, everything, lambda episode, path: _current_hash(store, episode, path))
-    return problems
+    return CheckReport(problems, episodes)
 
 
 def _check_meta(path: Path, read: Callable[[], object]) -> list[Problem]:
@@ -84,7 +71,11 @@ def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]
 
 
 def _check_week(
-    store: FileEpisodeStore, week: WeekId, wanted: set[EpisodeId] | None, problems: list[Problem]
+    store: FileEpisodeStore,
+    week: WeekId,
+    wanted: set[EpisodeId] | None,
+    problems: list[Problem],
+    rules: Sequence[EpisodeRule],
 ) -> list[Episode]:
     week_dir = store.week_dir(week)
     episodes: list[Episode] = []
@@ -112,8 +103,10 @@ def _check_week(
         episode = _load(path / STATE_FILE, episode_id, problems)
         if episode is not None:
             episodes.append(episode)
-            problems += check_episode_record(episode, str(path / STATE_FILE))
-            problems += _check_migrated_files(store, episode)
+            where = str(path / STATE_FILE)
+            problems += check_episode_record(episode, where)
+            for rule in rules:
+                problems += rule(episode, where)
     problems += _check_history(store, week, episodes, partial=wanted is not None)
     return episodes
 
@@ -181,73 +174,3 @@ def _check_index(store: FileEpisodeStore, episodes: list[Episode]) -> list[Probl
         if not marker.exists():
             problems.append(Problem(str(marker), f"key index misses {episode.episode_id}"))
     return problems
-
-
-def _legacy_path(store: FileEpisodeStore, episode: Episode, relative: str) -> Path | None:
-    """Where a migrated file lives; None for a recorded path that would leave the directory."""
-    pure = PurePosixPath(relative)
-    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
-        return None
-    return store.episode_dir(episode.id) / LEGACY_SUBDIR / pure
-
-
-def _current_hash(store: FileEpisodeStore, episode: Episode, relative: str) -> str | None:
-    path = _legacy_path(store, episode, relative)
-    try:
-        return None if path is None else sha256_file(path)[0]
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
-
-
-def _check_migrated_files(store: FileEpisodeStore, episode: Episode) -> list[Problem]:
-    """A migrated episode's files: each recomputed against the recorded sha256, none missing or extra."""
-    record = episode.metadata.get(MIGRATION_KEY)
-    files = record.get("files") if isinstance(record, dict) else None
-    if not isinstance(files, dict):
-        return []
-    base = store.episode_dir(episode.id) / LEGACY_SUBDIR
-    problems = []
-    for relative, recorded in sorted(files.items()):
-        path = _legacy_path(store, episode, relative)
-        if path is None:
-            problems.append(Problem(str(base), f"migration records a path outside its directory: {relative!r}"))
-            continue
-        try:
-            now = sha256_file(path)[0]
-        except (FileNotFoundError, NotADirectoryError):
-            problems.append(Problem(str(path), f"missing (recorded sha256 {recorded})"))
-            continue
-        except OSError as exc:
-            problems.append(Problem(str(path), f"unreadable: {exc.strerror}"))
-            continue
-        if now != recorded:
-            problems.append(Problem(str(path), f"sha256 {now} differs from the recorded {recorded}"))
-    state = episode.metadata.get(LEGACY_STATE_KEY)
-    for relative, digest in recorded_hashes(state).items():
-        if files.get(relative) != digest:
-            problems.append(
-                Problem(
-                    str(base / relative),
-                    f"the legacy state records sha256 {digest}, the migration {files.get(relative)}",
-                )
-            )
-    for dirpath, _dirs, names in os.walk(base):
-        for name in names:
-            relative = Path(dirpath, name).relative_to(base).as_posix()
-            if relative not in files and not name.startswith(TMP_PREFIX):
-                problems.append(Problem(str(Path(dirpath, name)), "file not recorded by the migration"))
-    problems += _check_legacy_state_copy(base / LEGACY_STATE_FILE, state, LEGACY_STATE_FILE in files)
-    return problems
-
-
-def _check_legacy_state_copy(path: Path, state: Any, recorded: bool) -> list[Problem]:
-    """The legacy state kept in the record must say what the original file says."""
-    if not recorded or not path.is_file():
-        return []
-    try:
-        original = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return []  # its hash check already reports it
-    if original != state:
-        return [Problem(str(path), "the legacy state in the episode record differs from this original file")]
-    return []

@@ -7,28 +7,22 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from ..check import Problem, check_episode_record, unique_keys
+from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ..episode import Episode
-from ..errors import IdempotentJobsError, StoreCorrupted
+from ..errors import StoreCorrupted
 from ..identity import EpisodeId
-from ..manifest import verify_manifest
 from . import pg_schema
 
 if TYPE_CHECKING:
-    from ..manifest import Manifest
     from .postgres import PostgresEpisodeStore
 
 __all__ = ["check_postgres_store"]
 
 
 def check_postgres_store(
-    store: PostgresEpisodeStore, only: Sequence[EpisodeId] = (), manifest: Manifest | None = None
-) -> list[Problem]:
-    """Schema version, every row (or the named ones), one key per episode, and the weeks' high-water marks.
-
-    With ``manifest``, also that nothing it lists was lost (against the hashes the migration recorded:
-    there are no files to hash again).
-    """
+    store: PostgresEpisodeStore, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()
+) -> CheckReport:
+    """Schema version, every row (or the named ones), one key per episode, and the weeks' high-water marks."""
     tables = store.tables
     # One read-only snapshot for the whole check, so that a concurrent allocation cannot look like a problem.
     reader = store.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
@@ -37,7 +31,9 @@ def check_postgres_store(
         if version != pg_schema.LATEST_VERSION:
             found = "no store schema" if version is None else f"schema version {version}"
             advice = "" if version is not None and version > pg_schema.LATEST_VERSION else " (any write migrates it)"
-            return [Problem(store.where(), f"{found}; this code uses version {pg_schema.LATEST_VERSION}{advice}")]
+            return CheckReport(
+                [Problem(store.where(), f"{found}; this code uses version {pg_schema.LATEST_VERSION}{advice}")]
+            )
         episodes = tables.episodes
         query = sa.select(episodes).where(episodes.c.namespace == store.namespace)
         if only:
@@ -59,7 +55,10 @@ def check_postgres_store(
             problems.append(Problem(exc.where, exc.reason))
             continue
         good.append(episode)
-        problems += check_episode_record(episode, store.where(episode.episode_id))
+        where = store.where(episode.episode_id)
+        problems += check_episode_record(episode, where)
+        for rule in rules:
+            problems += rule(episode, where)
     for episode in good:
         mark = marks.get(episode.week_id)
         if mark is None or mark < episode.sequence:
@@ -71,15 +70,4 @@ def check_postgres_store(
         problems += [Problem(str(e), "episode not found") for e in only if str(e) not in present]
     else:
         problems += unique_keys(good)
-    if manifest is not None:
-        problems += _manifest_problems(store, manifest)
-    return problems
-
-
-def _manifest_problems(store: PostgresEpisodeStore, manifest: Manifest) -> list[Problem]:
-    """The manifest spans every week, so it is compared with every episode, named ones or not."""
-    try:
-        episodes = store.list()
-    except IdempotentJobsError as exc:
-        return [Problem(store.location, f"cannot list episodes to compare with the manifest: {exc}")]
-    return verify_manifest(manifest, episodes, None)
+    return CheckReport(problems, good)

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.engine.url import URL, make_url
 
-from ..check import Problem
+from ..check import CheckReport, EpisodeRule
 from ..episode import Episode
 from ..errors import (
     IdempotentJobsError,
@@ -44,9 +44,6 @@ from ..identity import EpisodeId, WeekId
 from . import POSTGRES_SCHEMES, pg_schema
 from .base import EpisodeStore
 from .pg_session import PostgresSession
-
-if TYPE_CHECKING:
-    from ..manifest import Manifest
 
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
@@ -184,12 +181,12 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._owns_engine:
             self.engine.dispose()
 
-    def check(self, ids: Sequence[EpisodeId], manifest: Manifest | None = None) -> builtins.list[Problem]:
+    def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
         from .pg_check import check_postgres_store
 
         with self._translated():
-            return check_postgres_store(self, ids, manifest)
+            return check_postgres_store(self, ids, rules)
 
     # -- schema --------------------------------------------------------------------------------
     def ensure_schema(self) -> None:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .check import Problem
-from .episode import SCHEMA_VERSION, Episode
-from .errors import InvalidIdentifier
+from ..check import Problem
+from ..episode import SCHEMA_VERSION, Episode
+from ..errors import InvalidIdentifier
+from ..stores.durable import write_durable
 from .legacy import LegacyJob, SkippedSource, cost_total, extract_costs, extract_refs
-from .stores._durable import write_durable
 
 __all__ = [
     "LEGACY_HISTORY_KEY",
@@ -30,7 +30,7 @@ __all__ = [
     "HashOf",
     "Manifest",
     "ManifestJob",
-    "check_migration_record",
+    "same_cost",
     "submission_as_migrated",
     "load_manifest",
     "verify_manifest",
@@ -118,49 +118,10 @@ def load_manifest(path: Path) -> Manifest:
         raise InvalidIdentifier("manifest", str(path), reason) from exc
 
 
-def _same_cost(a: float | None, b: float | None) -> bool:
+def same_cost(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-
-
-def check_migration_record(episode: Episode, where: str) -> list[Problem]:
-    """A migrated episode agrees with itself: ids, legacy state, cost total, remote reference."""
-    record = episode.metadata.get(MIGRATION_KEY)
-    if record is None:
-        return []
-    if not isinstance(record, dict):
-        return [Problem(where, "migration record is not an object")]
-    problems = []
-    for name in ("episode_id", "week_id", "sequence"):
-        if record.get(name) != getattr(episode, name):
-            problems.append(Problem(where, f"migration record gives {name} {record.get(name)!r}"))
-    files = record.get("files")
-    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-        problems.append(Problem(where, "migration record has no file hashes"))
-    state = episode.metadata.get(LEGACY_STATE_KEY)
-    if not isinstance(state, dict):
-        return [*problems, Problem(where, "migrated episode has no legacy state")]
-    try:
-        total = cost_total(extract_costs(state))
-    except ValueError as exc:
-        return [*problems, Problem(where, f"legacy state: {exc}")]
-    if not _same_cost(total, record.get("cost_total")):
-        problems.append(
-            Problem(where, f"cost records add up to {total}, the migration recorded {record.get('cost_total')}")
-        )
-    if not submission_as_migrated(episode):
-        return problems  # the paid layer took the job over since: its ledger speaks for itself
-    if not _same_cost(total, episode.submission.cost):
-        problems.append(
-            Problem(where, f"cost records add up to {total}, the submission says {episode.submission.cost}")
-        )
-    refs = [r.value for r in extract_refs(state)]
-    if episode.submission.remote_ref is not None and episode.submission.remote_ref not in refs:
-        problems.append(
-            Problem(where, f"remote reference {episode.submission.remote_ref!r} is not in the legacy state")
-        )
-    return problems
 
 
 def verify_manifest(manifest: Manifest, episodes: Iterable[Episode], hash_of: HashOf | None) -> list[Problem]:
@@ -244,7 +205,7 @@ def _compare(entry: ManifestJob, episode: Episode, hash_of: HashOf | None) -> li
             problems.append(
                 Problem(where, f"cost record {pointer} {json.dumps(record, sort_keys=True)} is not in the manifest")
             )
-    if submission_as_migrated(episode) and not _same_cost(episode.submission.cost, cost_total(job.cost_records)):
+    if submission_as_migrated(episode) and not same_cost(episode.submission.cost, cost_total(job.cost_records)):
         problems.append(
             Problem(where, f"submission cost {episode.submission.cost}, the manifest {cost_total(job.cost_records)}")
         )

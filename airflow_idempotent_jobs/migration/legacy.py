@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .errors import InvalidIdentifier
-from .identity import WeekId
+from ..errors import InvalidIdentifier
+from ..identity import WeekId
 
 __all__ = [
     "LEGACY_HISTORY_FILE",

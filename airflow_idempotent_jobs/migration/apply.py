@@ -31,9 +31,11 @@ from typing import Any, Final
 
 import filelock
 
-from .episode import Episode, EpisodeStatus, SubmissionState, utc_now
-from .errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreCorrupted, StoreUnavailable
-from .identity import EpisodeId, WeekId, validate_allocation_key
+from ..episode import Episode, EpisodeStatus, SubmissionState, utc_now
+from ..errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreCorrupted, StoreUnavailable
+from ..identity import EpisodeId, WeekId, validate_allocation_key
+from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, tmp_name, write_durable
+from ..stores.file import FileEpisodeStore
 from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
 from .manifest import (
     LEGACY_HISTORY_KEY,
@@ -44,8 +46,6 @@ from .manifest import (
     ManifestJob,
     write_manifest,
 )
-from .stores._durable import TMP_PREFIX, fsync_dir, read_json, tmp_name, write_durable
-from .stores.file import FileEpisodeStore
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
@@ -191,7 +191,7 @@ def apply_migration(
     echo: Callable[[str], None] = lambda line: None,
 ) -> MigrationResult:
     """Plan again under the migration lock, write the manifest, then migrate job by job."""
-    from . import __version__
+    from .. import __version__
 
     validate_legacy_root(Path(legacy_root).absolute())  # bad input changes nothing, not even the lock
     if manifest_path is not None and manifest_path.exists() and plan_migration(store, legacy_root, key_map).jobs:
