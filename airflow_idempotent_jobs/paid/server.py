@@ -22,11 +22,15 @@ is rejected with 422. ``fault`` applies to the next ``fault_times`` submissions 
 ``drop_after_accept`` (create, then close without answering), ``slow`` (create, answer after
 ``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422), and
 ``409_after_accept`` (create, then answer 409 as an API does for an idempotency key in use).
+``status_errors``: the next N status calls answer 503. ``echo_token``: every error answer (and a
+failed job's error text) repeats the credential the request carried, as careless APIs do: bare,
+URL-encoded, base64, JSON-escaped and as the whole header value (for redaction tests).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import dataclasses
 import json
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 if TYPE_CHECKING:
     from .http import HttpProviderConfig
@@ -66,6 +70,10 @@ class ServerConfig:
     fault: str | None = None
     fault_times: int = 1
     slow_seconds: float = 5.0
+    #: The next N status calls answer 503 (nothing changes on the job).
+    status_errors: int = 0
+    #: Repeat the request's credential in every error answer (see the module docstring).
+    echo_token: bool = False
 
     def update(self, changes: dict[str, Any]) -> None:
         known = {f.name for f in dataclasses.fields(self)}
@@ -151,6 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ------------------------------------------------------------------------------
     def _reply(self, code: int, body: Any) -> None:
+        if code >= 400 and isinstance(body, dict) and isinstance(body.get("error"), dict):
+            body["error"]["message"] = str(body["error"].get("message", "")) + self._echo()
         raw = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -160,6 +170,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(raw)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client is gone (killed while we held the answer)
+
+    def _echo(self) -> str:
+        """With ``echo_token``: the credential this request carried, in every form an API might echo."""
+        if not self.server.state.config.echo_token:  # one attribute read; some replies hold the lock
+            return ""
+        header = self.headers.get("Authorization") or ""
+        bare = header.split(" ", 1)[1] if " " in header else header
+        encoded = base64.b64encode(bare.encode()).decode()
+        escaped = json.dumps(bare)[1:-1]
+        return (
+            f" (token {bare} is not valid; url {quote(bare, safe='')}; b64 {encoded}; "
+            f"json {escaped}; header Authorization: {header})"
+        )
 
     def _authorized(self) -> bool:
         if self.headers.get("Authorization") == f"Bearer {self.server.auth_token}":
@@ -189,14 +212,21 @@ class _Handler(BaseHTTPRequestHandler):
             job_id = parts.path[len("/jobs/") :]
             with state.lock:
                 state.counters["status_calls"] += 1
-                job = state.jobs.get(job_id)
+                failing = state.config.status_errors > 0
+                if failing:
+                    state.config.status_errors -= 1
+                job = None if failing else state.jobs.get(job_id)
                 if job is not None:
                     state.advance(job)
                     state.save()
                     answer = _status_answer(job)
-            if job is None:
+            if failing:
+                self._reply(503, {"error": {"message": "status temporarily unavailable"}})
+            elif job is None:
                 self._reply(404, {"error": {"message": f"no job {job_id}"}})
             else:
+                if answer["error"] is not None:
+                    answer["error"]["message"] += self._echo()
                 self._reply(200, answer)
         else:
             self._reply(404, {"error": {"message": f"no route {parts.path}"}})
