@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_idempotent_jobs.cli import main
 
@@ -30,19 +31,51 @@ class Result:
         return lines[0]
 
 
-def run_cli(*args: str, env: Mapping[str, str] | None = None) -> Result:
-    """``python -m airflow_idempotent_jobs ARGS``; ``IDEMPOTENT_JOBS_STORE`` is unset unless ``env`` sets it."""
+@dataclass(frozen=True)
+class RawResult:
+    """A child's exit code and the exact bytes it wrote (None for a stream not captured)."""
+
+    code: int
+    stdout: bytes | None
+    stderr: bytes | None
+
+
+def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     child_env = {k: v for k, v in os.environ.items() if k != "IDEMPOTENT_JOBS_STORE"}
     child_env.update(env or {})
+    return child_env
+
+
+def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None) -> Result:
+    """``python -m airflow_idempotent_jobs ARGS``; ``IDEMPOTENT_JOBS_STORE`` is unset unless ``env`` sets it."""
     done = subprocess.run(
         [sys.executable, "-m", "airflow_idempotent_jobs", *args],
         capture_output=True,
         text=True,
-        env=child_env,
+        env=_child_env(env),
+        cwd=cwd,
         timeout=CHILD_TIMEOUT,
         check=False,
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_cli_raw(
+    *args: str | bytes,
+    env: Mapping[str, str] | None = None,
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = subprocess.PIPE,
+) -> RawResult:
+    """The command with the streams a test chooses (``/dev/full``, a closed pipe); output kept as bytes."""
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_idempotent_jobs", *args],
+        stdout=stdout,
+        stderr=stderr,
+        env=_child_env(env),
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    return RawResult(done.returncode, done.stdout, done.stderr)
 
 
 def run_python(code: str, *args: str) -> Result:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlsplit
 
-from ..errors import InvalidIdentifier
+from ..errors import InvalidConfiguration
 from .base import EpisodeStore
 from .file import FileEpisodeStore
 
@@ -17,27 +19,85 @@ __all__ = ["EpisodeStore", "FileEpisodeStore", "PostgresEpisodeStore", "open_sto
 
 #: URL schemes that `open_store` hands to the PostgreSQL store, which accepts exactly these.
 POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
+_WHAT: Final = "store"
+_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+#: A ``%`` that does not start an escape of two hex digits.
+_BAD_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+#: Control, format (bidi overrides, zero-width), surrogate and line/paragraph separator characters:
+#: a directory named with them is a trap in every message and log that shows it.
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
-    """A plain path or ``file:///abs/path`` gives the file store; ``postgresql://...`` the PostgreSQL one."""
-    text = os.fspath(url)
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidIdentifier("store URL", url, "must be a path, file:// URL or postgresql:// URL")
-    scheme = urlparse(text).scheme.lower() if "://" in text else ""
-    if scheme in POSTGRES_SCHEMES:
-        from .postgres import PostgresEpisodeStore  # type: ignore[import-not-found,unused-ignore]
+    """A path or ``file:///abs/path`` gives the file store; ``postgresql://...`` the PostgreSQL one.
 
-        store: EpisodeStore = PostgresEpisodeStore(text, **options)
-        return store
+    Anything else is `InvalidConfiguration`, raised before any file or connection is opened: a
+    ``file:`` URL without an absolute local path (``file://``, ``file:relative``) would otherwise
+    put a store in whatever the current directory happens to be. Messages never repeat a URL
+    that may hold a password.
+    """
+    text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else url
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidConfiguration(_WHAT, "URL", "must be a path, a file:// URL or a postgresql:// URL")
+    match = _SCHEME.match(text)
+    scheme = match.group(1).lower() if match else ""
+    if scheme in POSTGRES_SCHEMES:
+        return _open_postgres(text, **options)
     if scheme == "file":
-        parsed = urlparse(text)
-        if parsed.netloc not in ("", "localhost"):
-            raise InvalidIdentifier("store URL", text, "file:// URLs must name a local absolute path")
-        return FileEpisodeStore(unquote(parsed.path), **options)
-    if scheme:
-        raise InvalidIdentifier("store URL", text, f"unknown scheme {scheme!r} (use a path, file:// or postgresql://)")
-    return FileEpisodeStore(text, **options)
+        return FileEpisodeStore(_file_url_path(text), **options)
+    if scheme and text[len(scheme) + 1 :].startswith("//"):
+        raise InvalidConfiguration(
+            _WHAT, "URL", f"unknown scheme {scheme!r} (use a path, file:///absolute/path or postgresql://)"
+        )
+    return FileEpisodeStore(_checked_path(text, text), **options)
+
+
+def _open_postgres(text: str, **options: Any) -> EpisodeStore:
+    if not text[text.index(":") :].startswith("://"):
+        raise InvalidConfiguration(_WHAT, "URL", "a postgresql URL starts postgresql://")
+    try:
+        urlsplit(text)
+    except ValueError:  # e.g. an unclosed IPv6 bracket; its text may hold a password, so it is not shown
+        raise InvalidConfiguration(_WHAT, "URL", "not a valid postgresql:// URL") from None
+    from .postgres import PostgresEpisodeStore  # type: ignore[import-not-found,unused-ignore]
+
+    store: EpisodeStore = PostgresEpisodeStore(text, **options)
+    return store
+
+
+def _file_url_path(text: str) -> str:
+    """The absolute local path a ``file:`` URL names (RFC 8089: ``file:///p``, ``file://localhost/p``, ``file:/p``)."""
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # an unclosed IPv6 bracket in the host
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: {exc}") from None
+    if parts.netloc.lower() not in ("", "localhost"):
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} names host {parts.netloc!r}: use a local file:///path")
+    if "?" in text:
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} has a query: a file URL names a directory only")
+    if "#" in text:
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} has a fragment: a file URL names a directory only")
+    if not parts.path:
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} names no directory: use file:///absolute/path")
+    if not parts.path.startswith("/"):
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} is relative: use file:///absolute/path or a path")
+    if _BAD_PERCENT.search(parts.path):
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: '%' must start a percent escape like %20")
+    try:
+        path = unquote(parts.path, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: its percent escapes are not UTF-8") from None
+    return _checked_path(path, text)
+
+
+def _checked_path(path: str, given: str) -> str:
+    if "\x00" in path:
+        raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains a NUL character")
+    if any(unicodedata.category(ch) in _HIDDEN_CATEGORIES for ch in path):
+        raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains control or invisible format characters")
+    if path != path.strip():
+        raise InvalidConfiguration(_WHAT, "path", f"{given!r} starts or ends with whitespace")
+    return path
 
 
 def __getattr__(name: str) -> Any:
