@@ -22,9 +22,10 @@ is rejected with 422. ``fault`` applies to the next ``fault_times`` submissions 
 ``drop_after_accept`` (create, then close without answering), ``slow`` (create, answer after
 ``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422), and
 ``409_after_accept`` (create, then answer 409 as an API does for an idempotency key in use).
-``status_errors``: the next N status calls answer 503. ``echo_token``: every error answer (and a
-failed job's error text) repeats the credential the request carried, as careless APIs do: bare,
-URL-encoded, base64, JSON-escaped and as the whole header value (for redaction tests).
+``status_errors``: the next status calls answer these HTTP codes, one each (e.g. ``[401, 503]``).
+``echo_token``: every error answer (and a failed job's error text) repeats the credential the
+request carried, as careless APIs do: bare, URL-encoded, base64, JSON-escaped and as the whole
+header value (for redaction tests).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ class ServerConfig:
     fault: str | None = None
     fault_times: int = 1
     slow_seconds: float = 5.0
-    #: The next N status calls answer 503 (nothing changes on the job).
-    status_errors: int = 0
+    #: The next status calls answer these HTTP codes, one per call (nothing changes on the job).
+    status_errors: list[int] = dataclasses.field(default_factory=list)
     #: Repeat the request's credential in every error answer (see the module docstring).
     echo_token: bool = False
 
@@ -83,7 +84,7 @@ class ServerConfig:
         if changes.get("fault") is not None and changes["fault"] not in FAULTS:
             raise ValueError(f"unknown fault {changes['fault']!r} (one of {sorted(FAULTS)})")
         for name, value in changes.items():
-            setattr(self, name, value)
+            setattr(self, name, list(value) if isinstance(value, list) else value)  # never the caller's list
 
 
 class _State:
@@ -212,16 +213,14 @@ class _Handler(BaseHTTPRequestHandler):
             job_id = parts.path[len("/jobs/") :]
             with state.lock:
                 state.counters["status_calls"] += 1
-                failing = state.config.status_errors > 0
-                if failing:
-                    state.config.status_errors -= 1
+                failing = state.config.status_errors.pop(0) if state.config.status_errors else 0
                 job = None if failing else state.jobs.get(job_id)
                 if job is not None:
                     state.advance(job)
                     state.save()
                     answer = _status_answer(job)
             if failing:
-                self._reply(503, {"error": {"message": "status temporarily unavailable"}})
+                self._reply(failing, {"error": {"message": f"status refused with HTTP {failing}"}})
             elif job is None:
                 self._reply(404, {"error": {"message": f"no job {job_id}"}})
             else:
