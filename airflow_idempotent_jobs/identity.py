@@ -143,7 +143,13 @@ class EpisodeId:
 
 
 def validate_allocation_key(key: object) -> str:
-    """1..512 printable characters; path-like text is refused so a key is safe anywhere it is shown."""
+    """1..512 printable characters, otherwise opaque: never a path, so ``/``, ``\\`` and ``..`` are fine.
+
+    "Printable" is `str.isprintable`: no control characters (C0, DEL, C1), no format characters
+    (bidi overrides and isolates, zero-width characters, the byte order mark), no line or paragraph
+    separators, no space but U+0020, no surrogates, private-use or unassigned code points. A key is
+    shown in tables, logs and error lines: none of those can hide text or move the cursor.
+    """
     if not isinstance(key, str):
         raise InvalidIdentifier("allocation key", key, "must be text")
     if not key:
@@ -151,9 +157,7 @@ def validate_allocation_key(key: object) -> str:
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidIdentifier("allocation key", key, f"longer than {MAX_KEY_LENGTH} characters ({len(key)})")
     if not key.isprintable():
-        raise InvalidIdentifier("allocation key", key, "contains control or non-printable characters")
-    if "/" in key or "\\" in key or ".." in key:
-        raise InvalidIdentifier("allocation key", key, "must not contain '/', '\\' or '..'")
+        raise InvalidIdentifier("allocation key", key, "contains control, invisible or non-printable characters")
     return key
 
 

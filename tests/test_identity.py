@@ -94,7 +94,7 @@ def test_malformed_episode_ids_are_rejected(text: str) -> None:
         EpisodeId.parse(text)
 
 
-@pytest.mark.parametrize("key", ["", "a/b", "..", "x..y", "tab\there", "nl\n", "\x00", "k" * 513, 7])
+@pytest.mark.parametrize("key", ["", "tab\there", "nl\n", "\x00", "\u202e", "\u2028", "\x9b", "k" * 513, 7])
 def test_bad_allocation_keys_are_rejected(key: object) -> None:
     with pytest.raises(InvalidIdentifier, match="allocation key"):
         validate_allocation_key(key)
@@ -104,6 +104,11 @@ def test_airflow_style_keys_are_accepted() -> None:
     key = "airflow:weekly_media:allocate:scheduled__2026-08-07T00:00:00+00:00:3"
     assert validate_allocation_key(key) == key
     assert validate_allocation_key("k" * 512) == "k" * 512
+
+
+@pytest.mark.parametrize("key", ["a/b", "..", "x..y", "../../x", "C:\\x", "weekly/2026-08-07", "key with spaces"])
+def test_keys_are_opaque_text_not_paths(key: str) -> None:
+    assert validate_allocation_key(key) == key
 
 
 def test_fingerprint_grammar() -> None:
