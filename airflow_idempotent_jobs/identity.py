@@ -94,7 +94,10 @@ class WeekId:
         if isinstance(moment, dt.datetime):
             zone = resolve_timezone(tz)
             if moment.tzinfo is not None and moment.utcoffset() is not None:
-                moment = moment.astimezone(zone)
+                try:
+                    moment = moment.astimezone(zone)
+                except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is already year 10000 in UTC
+                    raise InvalidIdentifier("date", moment.isoformat(), f"out of range in {zone}") from None
             return cls.from_date(moment.date())
         if isinstance(moment, dt.date):
             return cls.from_date(moment)

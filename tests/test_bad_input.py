@@ -192,3 +192,38 @@ def test_a_lock_timeout_that_is_no_number_of_seconds_is_bad_input(backend: Backe
         args = ("--lock-timeout", timeout, "allocate", "--week", "2026-W32", "--key", "job-c")
         assert "lock timeout" in assert_refused(cli(backend, *args), 2)
     assert backend.snapshot() == before
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-inf", "1e999", "-1", "-0.001", "NaN", "infinity"])
+def test_the_command_takes_a_finite_lock_timeout_of_zero_or_more_seconds(
+    backend: Backend, populated: EpisodeStore, timeout: str
+) -> None:
+    """Whatever a store would make of it ("wait for ever" for the file store), the command refuses it."""
+    before = backend.snapshot()
+    args = (f"--lock-timeout={timeout}", "allocate", "--week", "2026-W32", "--key", "job-c")
+    run = cli_process if timeout == "1e999" else cli
+    assert "--lock-timeout" in assert_refused(run(backend, *args), 2)
+    assert backend.snapshot() == before
+    done = cli(backend, "--lock-timeout", "0", "allocate", "--week", "2026-W32", "--key", "job-a")
+    assert (done.code, done.stdout) == (0, "2026-W32-0\n"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("date", "tz"),
+    [
+        ("9999-12-31T23:00-05:00", None),
+        ("0001-01-01T00:00+05:00", None),
+        ("9999-12-31T23:00+00:00", "Pacific/Kiritimati"),
+        ("0001-01-01T01:00+00:00", "America/New_York"),
+        ("9999-12-31T23:59:59.999999-23:59", "UTC"),
+    ],
+)
+def test_a_date_whose_week_falls_outside_the_calendar_is_bad_input(
+    backend: Backend, populated: EpisodeStore, date: str, tz: str | None
+) -> None:
+    before = backend.snapshot()
+    extra = ("--tz", tz) if tz else ()
+    run = cli_process if date.startswith("9999-12-31T23:00-") else cli
+    line = assert_refused(run(backend, "allocate", "--date", date, *extra, "--key", "job-c"), 2)
+    assert "date" in line and "range" in line, line
+    assert backend.snapshot() == before

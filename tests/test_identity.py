@@ -117,3 +117,16 @@ def test_fingerprint_grammar() -> None:
     for bad in ("", "has space", "x" * 257):
         with pytest.raises(InvalidIdentifier):
             validate_fingerprint(bad)
+
+
+@pytest.mark.parametrize(
+    ("moment", "tz"),
+    [
+        (dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5))), None),
+        (dt.datetime(1, 1, 1, 0, tzinfo=dt.timezone(dt.timedelta(hours=5))), None),
+        (dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone.utc), "Pacific/Kiritimati"),
+    ],
+)
+def test_a_moment_outside_the_calendar_in_the_zone_is_invalid_input(moment: dt.datetime, tz: str | None) -> None:
+    with pytest.raises(InvalidIdentifier, match="out of range"):
+        WeekId.from_datetime(moment, tz)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import IdempotentJobsError
-from ._common import CliError, Parser, exit_code_for
+from ._common import CliError, Parser, exit_code_for, lock_timeout_seconds
 
 __all__ = ["main"]
 
@@ -18,7 +18,12 @@ COMMAND_MODULES = ("episodes", "migrate", "reconcile")
 def build_parser() -> Parser:
     parser = Parser(prog="idempotent-jobs", description="Exactly one job per scheduled invocation.")
     parser.add_argument("--store", help="store path, file:// or postgresql:// URL (default: $IDEMPOTENT_JOBS_STORE)")
-    parser.add_argument("--lock-timeout", type=float, help="seconds to wait for the store lock")
+    parser.add_argument(
+        "--lock-timeout",
+        type=lock_timeout_seconds,
+        metavar="SECONDS",
+        help="seconds to wait for the store lock (default 30)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(commands)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any, Final, NoReturn
@@ -11,7 +12,7 @@ from typing import Any, Final, NoReturn
 from ..errors import IdempotentJobsError
 from ..stores import EpisodeStore, open_store
 
-__all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json"]
+__all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json", "lock_timeout_seconds"]
 
 #: The exit codes docs/design.md lists; each error class carries its own (``exit_code``).
 EXIT: Final = {
@@ -42,6 +43,21 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT["usage"], f"{self.prog}: error: {message}\n")
+
+
+def lock_timeout_seconds(text: str) -> float:
+    """A finite number of seconds, 0 or more (0: try once).
+
+    Stores read the rest in ways of their own (the file store waits for ever on a negative or
+    infinite timeout, NaN would never expire, PostgreSQL has no infinity): the command takes none.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a lock timeout is a number of seconds, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a lock timeout is a finite number of seconds >= 0, not {text!r}")
+    return value
 
 
 def open_cli_store(args: argparse.Namespace, **options: Any) -> EpisodeStore:
