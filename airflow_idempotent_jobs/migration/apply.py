@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import json
 import os
 import secrets
 import shutil
@@ -36,6 +35,7 @@ from ..errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier,
 from ..identity import EpisodeId, WeekId, validate_allocation_key
 from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, tmp_name, write_durable
 from ..stores.file import FileEpisodeStore
+from .json_files import UnsafeJson, read_json_file
 from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
 from .manifest import (
     LEGACY_HISTORY_KEY,
@@ -99,8 +99,10 @@ class MigrationResult:
 def load_key_map(path: Path) -> dict[str, str]:
     """``{"2026-W30": "<original allocation key>", ...}``; anything off is `InvalidIdentifier`."""
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json_file(path, unique_keys=True)
+    except OSError as exc:
+        raise InvalidIdentifier("key map", str(path), f"unreadable: {exc.strerror or exc}") from exc
+    except UnsafeJson as exc:
         raise InvalidIdentifier("key map", str(path), f"unreadable: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidIdentifier("key map", str(path), "expected a JSON object {week: allocation key}")

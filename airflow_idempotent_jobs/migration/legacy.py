@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from ..errors import InvalidIdentifier
 from ..identity import WeekId
+from .json_files import LEGACY_MAX_DEPTH, UnsafeJson, parse_json, read_capped, read_json_file
 
 __all__ = [
     "LEGACY_HISTORY_FILE",
@@ -209,9 +210,11 @@ def _read_history(root: Path) -> tuple[dict[str, Any], str | None]:
     if not path.exists():
         return {}, None
     try:
-        raw = path.read_bytes()
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = read_capped(path)
+        data = parse_json(raw, max_depth=LEGACY_MAX_DEPTH, unique_keys=True)
+    except OSError as exc:
+        raise InvalidIdentifier("legacy history file", str(path), f"unreadable: {exc.strerror or exc}") from exc
+    except UnsafeJson as exc:
         raise InvalidIdentifier("legacy history file", str(path), f"unreadable: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidIdentifier("legacy history file", str(path), "expected a JSON object keyed by week")
@@ -240,10 +243,10 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
     week_dir = root / str(week)
     state_path = week_dir / LEGACY_STATE_FILE
     try:
-        state = json.loads(state_path.read_bytes().decode("utf-8"))
+        state = read_json_file(state_path, max_depth=LEGACY_MAX_DEPTH, unique_keys=True)
     except FileNotFoundError as exc:
         raise ValueError(f"no {LEGACY_STATE_FILE}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnsafeJson as exc:
         raise ValueError(f"{LEGACY_STATE_FILE} is not readable JSON ({exc})") from exc
     if not isinstance(state, dict):
         raise ValueError(f"{LEGACY_STATE_FILE} is not a JSON object")

@@ -19,6 +19,7 @@ from ..check import Problem
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import InvalidIdentifier
 from ..stores.durable import write_durable
+from .json_files import read_json_file
 from .legacy import LegacyJob, SkippedSource, cost_total, extract_costs, extract_refs
 
 __all__ = [
@@ -43,6 +44,9 @@ LEGACY_STATE_KEY: Final = "legacy_state"
 LEGACY_HISTORY_KEY: Final = "legacy_history"
 #: Inside an episode directory of the file store: the legacy week directory's files, paths kept.
 LEGACY_SUBDIR: Final = "legacy"
+
+#: Largest manifest `load_manifest` reads: it holds every legacy state of one migration.
+MAX_MANIFEST_BYTES: Final = 256 * 1024 * 1024
 
 #: sha256 of a migrated file as it is now (None: missing), given its episode and legacy path.
 HashOf = Callable[[Episode, str], "str | None"]
@@ -107,13 +111,13 @@ def write_manifest(path: Path, manifest: Manifest) -> None:
 def load_manifest(path: Path) -> Manifest:
     """A manifest file; anything unreadable is bad input (`InvalidIdentifier`)."""
     try:
-        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
         if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
             raise ValueError(f"not a {MANIFEST_KIND}")
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"unknown schema_version {data.get('schema_version')!r}")
         return Manifest.from_dict(data)
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InvalidIdentifier("manifest", str(path), reason) from exc
 

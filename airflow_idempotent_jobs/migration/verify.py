@@ -6,7 +6,6 @@ episodes it read; no store imports this package.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -17,6 +16,7 @@ from ..episode import Episode
 from ..stores.base import EpisodeStore
 from ..stores.durable import TMP_PREFIX
 from ..stores.file import FileEpisodeStore
+from .json_files import read_json_file
 from .legacy import LEGACY_STATE_FILE, cost_total, extract_costs, extract_refs, recorded_hashes, sha256_file
 from .manifest import (
     LEGACY_STATE_KEY,
@@ -152,8 +152,8 @@ def _check_legacy_state_copy(path: Path, state: Any, recorded: bool) -> list[Pro
     if not recorded or not path.is_file():
         return []
     try:
-        original = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        original = read_json_file(path)
+    except (OSError, ValueError):
         return []  # its hash check already reports it
     if original != state:
         return [Problem(str(path), "the legacy state in the episode record differs from this original file")]
