@@ -1,21 +1,26 @@
 """``reconcile``: settle a paid submission whose acceptance is unknown.
 
-Order matters: the episode id is validated, the episode loaded and its state checked before any
-provider credential is read or any request is sent.
+Order matters: the arguments and the provider config are validated, then the episode loaded and
+its state checked, before any provider credential is read or any request is sent. A lookup settles
+"not submitted" only on the answer the config declares (``--no-job-*``); any other answer leaves
+the submission unknown and exits non-zero.
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import socket
 import sys
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from .. import safe_json
 from ..paid.ledger import NotReconcilable, SubmissionLedger
 from ._common import EXIT, CliError, open_cli_store, print_json
+
+if TYPE_CHECKING:
+    from ..paid.http import HttpProviderConfig
 
 __all__ = ["register"]
 
@@ -23,6 +28,10 @@ __all__ = ["register"]
 TOKEN_ENV: Final = "IDEMPOTENT_JOBS_PROVIDER_TOKEN"
 #: Optional other header name; the token is then sent as the header's whole value.
 HEADER_ENV: Final = "IDEMPOTENT_JOBS_PROVIDER_AUTH_HEADER"
+#: Longest --remote-ref / --by accepted (they are stored and shown in every listing).
+MAX_WORD: Final = 512
+#: Largest --provider-config file read.
+MAX_CONFIG_BYTES: Final = 1 << 20
 
 
 def register(commands: Any) -> None:
@@ -45,6 +54,14 @@ def register(commands: Any) -> None:
     source.add_argument("--provider-config", help="JSON file with an HttpProviderConfig (no secrets)")
     p.add_argument("--lookup-path", default="/jobs?token={token}", help="with --provider-url: lookup URL template")
     p.add_argument("--ref-path", default="id", help="with --provider-url: dotted JSON path of the job id")
+    p.add_argument(
+        "--no-job-status",
+        type=int,
+        help="with --provider-url: the HTTP status of the lookup's 'no job for this token' answer (e.g. 404); "
+        "without it, only a found job settles anything",
+    )
+    p.add_argument("--no-job-path", help="with --no-job-status: dotted JSON path of the field that says so")
+    p.add_argument("--no-job-value", help="with --no-job-status: the text that field holds (omit: it is an empty list)")
     p.add_argument("--by", help="who settles it (default: $USER@hostname)")
     p.set_defaults(func=_reconcile)
 
@@ -56,14 +73,20 @@ def _reconcile(args: argparse.Namespace) -> int:
         raise CliError("give either a provider to look the token up, or --remote-ref/--not-submitted, not both")
     if not by_word and not has_provider:
         raise CliError("give --remote-ref REF, --not-submitted, or --provider-url/--provider-config to look it up")
-    if args.remote_ref is not None and not args.remote_ref.strip():
-        raise CliError("--remote-ref must not be empty")
+    if args.remote_ref is not None:
+        _check_word("--remote-ref", args.remote_ref)
+    if args.by is not None:
+        _check_word("--by", args.by)
+    shape_flags = (args.no_job_status, args.no_job_path, args.no_job_value)
+    if args.provider_url is None and any(flag is not None for flag in shape_flags):
+        raise CliError("--no-job-status/--no-job-path/--no-job-value go with --provider-url")
+    config = _config(args) if has_provider else None  # bad input exits 2 before the store is opened
     settled_by = args.by or f"{os.environ.get('USER') or getpass.getuser()}@{socket.gethostname()}"
     with open_cli_store(args) as store:
         ledger = SubmissionLedger(store)
         try:
             ledger.check_reconcilable(args.episode_id)  # before any credential is read
-            provider = _provider(args) if has_provider else None
+            provider = _provider(config) if config is not None else None
             episode = ledger.reconcile(
                 args.episode_id,
                 provider=provider,
@@ -83,19 +106,50 @@ def _reconcile(args: argparse.Namespace) -> int:
     return EXIT["ok"]
 
 
-def _provider(args: argparse.Namespace) -> Any:
-    from ..paid.http import HttpPaidProvider, HttpProviderConfig
+def _check_word(flag: str, text: str) -> None:
+    """An operator's word is stored and shown in listings: one printable line of bounded length."""
+    if not text.strip():
+        raise CliError(f"{flag} must not be empty")
+    if not text.isprintable():
+        raise CliError(f"{flag} must not contain control, format or line-separator characters")
+    if len(text) > MAX_WORD:
+        raise CliError(f"{flag} is longer than {MAX_WORD} characters")
+
+
+def _config(args: argparse.Namespace) -> HttpProviderConfig:
+    """The lookup's provider config from --provider-config or --provider-url and its options."""
+    from ..paid.http import HttpProviderConfig
 
     if args.provider_config is not None:
         try:
-            with open(args.provider_config, encoding="utf-8") as handle:
-                config = HttpProviderConfig.from_dict(json.load(handle))
-        except (OSError, ValueError) as exc:  # InvalidIdentifier is a ValueError
-            raise CliError(f"cannot read --provider-config {args.provider_config}: {exc}") from exc
+            with open(args.provider_config, "rb") as handle:
+                raw = handle.read(MAX_CONFIG_BYTES + 1)
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
+            config = HttpProviderConfig.from_dict(safe_json.loads(raw))
+        except (OSError, ValueError) as exc:  # InvalidConfiguration and UnsafeJson are ValueErrors
+            raise CliError(f"cannot use --provider-config {args.provider_config}: {exc}") from None
     else:
-        config = HttpProviderConfig(base_url=args.provider_url, lookup_path=args.lookup_path, ref_path=args.ref_path)
+        fields: dict[str, Any] = {
+            "base_url": args.provider_url,
+            "lookup_path": args.lookup_path,
+            "ref_path": args.ref_path,
+            "lookup_no_job_status": args.no_job_status,
+            "lookup_no_job_path": args.no_job_path,
+            "lookup_no_job_value": args.no_job_value,
+        }
+        try:
+            config = HttpProviderConfig(**fields)
+        except ValueError as exc:  # InvalidConfiguration names the field
+            raise CliError(str(exc)) from None
     if config.lookup_path is None:
         raise CliError("the provider config has no lookup_path: settle with --remote-ref or --not-submitted")
+    return config
+
+
+def _provider(config: HttpProviderConfig) -> Any:
+    from ..paid.http import HttpPaidProvider
+
     token = os.environ.get(TOKEN_ENV)
     if not token:
         raise CliError(f"looking the token up needs the provider credential in ${TOKEN_ENV}")

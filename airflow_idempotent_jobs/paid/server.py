@@ -11,7 +11,9 @@ API (every call needs ``Authorization: Bearer <token>``)::
     POST /jobs               body: JSON object; header Idempotency-Key; -> 201 {"job": {"id", "status"}}
                              (200 with the existing job when tokens are honoured and the token is known)
     GET  /jobs/{id}          {"job": {"id", "status"}, "billing": {"amount"}, "output", "error": {"message"}}
-    GET  /jobs?token=T       {"job": {"id"}} | 404 | 501 when lookup is switched off
+    GET  /jobs?token=T       lookup_style "not_found": 200 {"job": {"id"}} | 404 {"error": {"code": "no_job"}}
+                             lookup_style "list":      200 {"jobs": [{"id"}]} | 200 {"jobs": []}
+                             501 when lookup is switched off
     GET  /_admin/stats       counters: submissions and accepted jobs, in total and per token
     POST /_admin/config      switch behaviour at run time (fields of `ServerConfig`)
 
@@ -22,7 +24,8 @@ is rejected with 422. ``fault`` applies to the next ``fault_times`` submissions 
 ``drop_after_accept`` (create, then close without answering), ``slow`` (create, answer after
 ``slow_seconds``), ``5xx`` (503, nothing created), ``5xx_after_accept``, ``4xx`` (422), and
 ``409_after_accept`` (create, then answer 409 as an API does for an idempotency key in use).
-``status_errors``: the next status calls answer these HTTP codes, one each (e.g. ``[401, 503]``).
+``status_errors``/``lookup_errors``: the next status/lookup calls answer these HTTP codes, one
+each (e.g. ``[401, 503]``).
 ``echo_token``: every error answer (and a failed job's error text) repeats the credential the
 request carried, as careless APIs do: bare, URL-encoded, base64, JSON-escaped and as the whole
 header value (for redaction tests).
@@ -46,15 +49,30 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 if TYPE_CHECKING:
     from .http import HttpProviderConfig
 
-__all__ = ["FAULTS", "ProviderServer", "ServerConfig", "main", "server_connection", "server_provider_config"]
+__all__ = [
+    "FAULTS",
+    "ProviderServer",
+    "ServerConfig",
+    "main",
+    "server_connection",
+    "server_connection_uri",
+    "server_provider_config",
+]
 
 FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx", "409_after_accept"})
 TOKEN_HEADER: Final = "Idempotency-Key"
+LOOKUP_STYLES: Final = frozenset({"not_found", "list"})
+#: What a lookup answers when no job carries the token, per style: (status, dotted path, value);
+#: None as the value means an empty list.
+NO_JOB_ANSWER: Final[dict[str, tuple[int, str, str | None]]] = {
+    "not_found": (404, "error.code", "no_job"),
+    "list": (200, "jobs", None),
+}
 
 
 @dataclass
@@ -65,6 +83,9 @@ class ServerConfig:
     honour_tokens: bool = True
     #: Offer ``GET /jobs?token=`` (capability (b)).
     lookup: bool = True
+    #: How a lookup answers: "not_found" (404 with error.code "no_job" when no job has the token)
+    #: or "list" (200 with the list of jobs, empty when none has it). See `server_provider_config`.
+    lookup_style: str = "not_found"
     polls_to_finish: int = 2
     seconds_to_finish: float | None = None
     price: float = 1.25
@@ -73,6 +94,8 @@ class ServerConfig:
     slow_seconds: float = 5.0
     #: The next status calls answer these HTTP codes, one per call (nothing changes on the job).
     status_errors: list[int] = dataclasses.field(default_factory=list)
+    #: The same for lookups by token.
+    lookup_errors: list[int] = dataclasses.field(default_factory=list)
     #: Repeat the request's credential in every error answer (see the module docstring).
     echo_token: bool = False
 
@@ -83,6 +106,8 @@ class ServerConfig:
             raise ValueError(f"unknown config keys {sorted(unknown)}")
         if changes.get("fault") is not None and changes["fault"] not in FAULTS:
             raise ValueError(f"unknown fault {changes['fault']!r} (one of {sorted(FAULTS)})")
+        if "lookup_style" in changes and changes["lookup_style"] not in LOOKUP_STYLES:
+            raise ValueError(f"unknown lookup_style {changes['lookup_style']!r} (one of {sorted(LOOKUP_STYLES)})")
         for name, value in changes.items():
             setattr(self, name, list(value) if isinstance(value, list) else value)  # never the caller's list
 
@@ -260,14 +285,19 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         with state.lock:
             state.counters["lookup_calls"] += 1
-            if not state.config.lookup:
-                self._reply(501, {"error": {"message": "lookup by token is not offered"}})
-                return
+            failing = state.config.lookup_errors.pop(0) if state.config.lookup_errors else 0
+            offered, style = state.config.lookup, state.config.lookup_style
             found = [j["id"] for j in state.jobs.values() if token and j["token"] == token]
-        if found:
+        if failing:
+            self._reply(failing, {"error": {"message": f"lookup refused with HTTP {failing}"}})
+        elif not offered:
+            self._reply(501, {"error": {"message": "lookup by token is not offered"}})
+        elif style == "list":
+            self._reply(200, {"jobs": [{"id": job_id} for job_id in found]})
+        elif found:
             self._reply(200, {"job": {"id": found[0]}})
         else:
-            self._reply(404, {"error": {"message": "no job for this token"}})
+            self._reply(404, {"error": {"code": "no_job", "message": "no job for this token"}})
 
     def _submit(self, body: Any) -> None:
         state = self.server.state
@@ -420,7 +450,6 @@ def server_provider_config(url: str, config: ServerConfig | None = None, **overr
         "base_url": url,
         "idempotency_header": TOKEN_HEADER,
         "tokens_honoured": cfg.honour_tokens,
-        "lookup_path": "/jobs?token={token}" if cfg.lookup else None,
         "ref_path": "job.id",
         "state_path": "job.status",
         "cost_path": "billing.amount",
@@ -430,9 +459,31 @@ def server_provider_config(url: str, config: ServerConfig | None = None, **overr
         "read_timeout": 10.0,
         "connect_retries": 2,
         "backoff_initial": 0.05,
+        **(_lookup_fields(cfg.lookup_style) if cfg.lookup else {}),
     }
     values.update(overrides)
-    return HttpProviderConfig(**values)
+    return HttpProviderConfig(**_coherent_lookup(values, overrides))
+
+
+def _lookup_fields(style: str) -> dict[str, Any]:
+    """The lookup URL and the declared "no job" answer of the server's lookup style."""
+    status, path, value = NO_JOB_ANSWER[style]
+    return {
+        "lookup_path": "/jobs?token={token}",
+        "lookup_ref_path": "jobs.0.id" if style == "list" else "job.id",
+        "lookup_no_job_status": status,
+        "lookup_no_job_path": path,
+        "lookup_no_job_value": value,
+    }
+
+
+def _coherent_lookup(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Without a lookup URL (``lookup_path=None`` given), the lookup answer fields go too, unless given."""
+    if values.get("lookup_path") is None:
+        for name in _lookup_fields("not_found"):
+            if name not in given:
+                values.pop(name, None)
+    return values
 
 
 def server_connection(url: str, token: str, config: ServerConfig | None = None, **extra: Any) -> dict[str, Any]:
@@ -443,7 +494,28 @@ def server_connection(url: str, token: str, config: ServerConfig | None = None, 
     """
     fields = server_provider_config(url, config).to_dict()
     del fields["base_url"]
-    return {"conn_type": "idempotent_jobs_http", "host": url, "password": token, "extra": {**fields, **extra}}
+    merged = _coherent_lookup({**fields, **extra}, extra)
+    return {"conn_type": "idempotent_jobs_http", "host": url, "password": token, "extra": merged}
+
+
+def server_connection_uri(url: str, token: str, config: ServerConfig | None = None, **extra: Any) -> str:
+    """`server_connection` as a Connection URI, where every extra is a string (as Airflow parses URIs).
+
+    Booleans become ``true``/``false``, numbers their text, mappings JSON text; a None extra is left
+    out. ``extra`` values that are strings already are written as given (unchecked).
+    """
+    conn = server_connection(url, token, config, **extra)
+    query = {}
+    for name, value in conn["extra"].items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        query[name] = str(value)
+    host = quote(url, safe="")
+    return f"idempotent-jobs-http://:{quote(token, safe='')}@{host}?{urlencode(query)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -454,6 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--state-file", help="keep jobs and counters in this JSON file across restarts")
     parser.add_argument("--ignore-tokens", action="store_true", help="never deduplicate by idempotency token")
     parser.add_argument("--no-lookup", action="store_true", help="do not offer GET /jobs?token=")
+    parser.add_argument("--lookup-style", choices=sorted(LOOKUP_STYLES), default="not_found")
+    parser.add_argument("--echo-token", action="store_true", help="repeat the credential in every error answer")
     parser.add_argument("--polls-to-finish", type=int, default=2)
     parser.add_argument("--seconds-to-finish", type=float)
     parser.add_argument("--price", type=float, default=1.25)
@@ -465,6 +539,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_file=args.state_file,
         honour_tokens=not args.ignore_tokens,
         lookup=not args.no_lookup,
+        lookup_style=args.lookup_style,
+        echo_token=args.echo_token,
         polls_to_finish=args.polls_to_finish,
         seconds_to_finish=args.seconds_to_finish,
         price=args.price,

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airflow_idempotent_jobs import EpisodeStore, InvalidIdentifier, SubmissionState
+from airflow_idempotent_jobs import EpisodeStore, SubmissionState
+from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.paid import (
     PaidProvider,
     PollTimeout,
@@ -179,7 +180,7 @@ def test_config_round_trips_through_json_and_refuses_nonsense() -> None:
         {"base_url": "http://h", "read_timeout": -1},
         {"base_url": "http://h", "auth_value": "secret"},
     ):
-        with pytest.raises(InvalidIdentifier):
+        with pytest.raises(InvalidConfiguration):
             HttpProviderConfig.from_dict(bad)
 
 

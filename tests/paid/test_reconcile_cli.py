@@ -150,3 +150,55 @@ def test_bad_input_changes_nothing_and_sends_nothing(tmp_path: Path, server: Pro
     backend.corrupt(eid, "truncated")
     damaged = run_cli("--store", str(tmp_path / "store"), "reconcile", eid, "--not-submitted", env=_env())
     assert damaged.returncode == 5 and "store corrupted" in damaged.stderr
+
+
+def test_bad_templates_configs_and_words_exit_2_and_change_nothing(tmp_path: Path, server: ProviderServer) -> None:
+    """A template str.format cannot fill, a config nested 5 000 deep, a word with control characters:
+    each is one line and exit 2, before any request; nothing changes."""
+    backend = FileBackend(tmp_path / "store")
+    store = backend.open()
+    eid = _lost(store, server, "k")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    deep_value = tmp_path / "deep-value.json"
+    deep_value.write_text(json.dumps({"base_url": server.url, "lookup_path": "/jobs?token={token}"})[:-1]
+                          + ', "state_map": ' + '{"a": ' * 5000 + '"running"' + "}" * 5000 + "}")  # fmt: skip
+    not_object = tmp_path / "list.json"
+    not_object.write_text("[1, 2]")
+    before, snapshot = server.stats(), backend.snapshot()
+    url = ["--provider-url", server.url, "--ref-path", "job.id"]
+    cases = [
+        (["--lookup-path", "/j/{token}/{oops}"], "lookup_path"),
+        (["--lookup-path", "{0}"], "lookup_path"),
+        (["--lookup-path", "/j/{token!r}"], "lookup_path"),
+        (["--lookup-path", "/j/{token"], "lookup_path"),
+        (["--lookup-path", "@evil.example/{token}"], "lookup_path"),
+        (["--no-job-status", "500", "--no-job-path", "error.code"], "lookup_no_job_status"),
+        (["--no-job-status", "404"], "lookup_no_job_status"),
+        (["--ref-path", "a..b"], "ref_path"),
+    ]
+    runs = [([*url, *extra], why) for extra, why in cases]
+    runs += [
+        (["--provider-url", server.url + "/?debug=1"], "base_url"),
+        (["--provider-url", "ftp://example.invalid"], "base_url"),
+        (["--provider-config", str(deep)], "nested deeper"),
+        (["--provider-config", str(deep_value)], "nested deeper"),
+        (["--provider-config", str(not_object)], "must be a JSON object"),
+        (["--remote-ref", "job-1\x1b[2J"], "--remote-ref"),
+        (["--remote-ref", "job-1\nsettled by root"], "--remote-ref"),
+        (["--remote-ref", "job-\u202e1"], "--remote-ref"),
+        (["--remote-ref", "j" * 513], "--remote-ref"),
+        (["--not-submitted", "--by", "alice\r\nbob"], "--by"),
+        (["--not-submitted", "--by", "alice\x07"], "--by"),
+        (["--not-submitted", "--by", "alice\u2028"], "--by"),
+        (["--not-submitted", "--no-job-status", "404"], "go with --provider-url"),
+    ]
+    for args, why in runs:
+        done = run_cli("--store", str(tmp_path / "store"), "reconcile", eid, *args, env=_env(server))
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and why in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == ""
+    after = server.stats()
+    for counter in ("submissions", "lookup_calls", "unauthorized", "status_calls"):
+        assert after[counter] == before[counter], counter
+    assert backend.snapshot() == snapshot
