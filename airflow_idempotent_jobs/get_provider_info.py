@@ -15,7 +15,9 @@ def get_provider_info() -> dict[str, Any]:
     ``package-name`` must equal the distribution name: the providers manager checks it.
     """
     from . import __version__
-    from .hooks._ui import HTTP_PROVIDER_FIELDS, STORE_FIELDS, as_provider_info
+    from .hooks._store_form import STORE_FORM
+    from .hooks._ui import HTTP_PROVIDER_FIELDS, as_provider_info
+    from .provider_config import config_description
 
     return {
         "package-name": "airflow-idempotent-jobs",
@@ -56,7 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                 "connection-type": "idempotent_jobs_store",
                 "hook-class-name": "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook",
                 "hook-name": "Idempotent Jobs Store",
-                "ui-field-behaviour": as_provider_info(STORE_FIELDS),
+                "ui-field-behaviour": as_provider_info(STORE_FORM),
             },
             {
                 "connection-type": "idempotent_jobs_http",
@@ -65,4 +67,5 @@ def get_provider_info() -> dict[str, Any]:
                 "ui-field-behaviour": as_provider_info(HTTP_PROVIDER_FIELDS),
             },
         ],
+        "config": config_description(),
     }

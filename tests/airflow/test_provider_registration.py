@@ -86,3 +86,25 @@ def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHo
     assert behaviours.returncode == 0, behaviours.stderr[-2000:]
     listed = {b["field_behaviours"] for b in json.loads(behaviours.stdout)}
     assert {"idempotent_jobs_store", "idempotent_jobs_http"} <= listed
+
+
+def test_provider_contributes_its_config_section() -> None:
+    section = get_provider_info()["config"]["idempotent_jobs"]
+    assert set(section["options"]) == {"store", "store_conn_id", "timezone"}
+    assert section["options"]["store"]["sensitive"] is True  # a URL may carry a password
+    assert all(option["default"] == "" for option in section["options"].values())
+
+
+def test_airflow_reads_the_providers_config_section(airflow_home: AirflowHome) -> None:
+    described = airflow_home.airflow("config", "list", "--section", "idempotent_jobs", "--include-descriptions")
+    assert described.returncode == 0, described.stderr[-2000:]
+    assert "[idempotent_jobs]" in described.stdout and "several hosts" in described.stdout
+    zone = airflow_home.airflow(
+        "config", "get-value", "idempotent_jobs", "timezone", AIRFLOW__IDEMPOTENT_JOBS__TIMEZONE="Europe/Berlin"
+    )
+    assert zone.stdout.strip() == "Europe/Berlin", zone.stderr[-2000:]
+    # Sensitive: Airflow also takes it from a command (or a secrets backend), not only in clear text.
+    store = airflow_home.airflow(
+        "config", "get-value", "idempotent_jobs", "store", AIRFLOW__IDEMPOTENT_JOBS__STORE_CMD="echo /srv/jobs"
+    )
+    assert store.stdout.strip() == "/srv/jobs", store.stderr[-2000:]
