@@ -2,16 +2,19 @@
 
 Task code in Airflow 3 may not touch Airflow's own metadata database, so the store is reached
 through a Connection of its own: either this provider's ``idempotent_jobs_store`` type (host or
-extra carries a file path, ``file://`` or ``postgresql://`` URL), or a plain ``postgres`` Connection.
+extra carries a file path, ``file://`` URL, or ``postgresql://`` URL without credentials, which come
+from the login and password fields), or a plain ``postgres`` Connection.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from airflow.sdk import BaseHook
+
+from ._store_url import url_passwords
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -27,21 +30,67 @@ _LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeou
 
 
 def store_url_from_connection(conn: Connection) -> str:
-    """The store URL a Connection describes (it may hold a password: never log it)."""
+    """The store URL a Connection describes (it may hold a password: never log it).
+
+    A password belongs in the Connection's password field, which Airflow encrypts and masks; one
+    found in the host or the extra (which the UI shows) is refused, naming the field, not the value.
+    """
+    from ..errors import InvalidConfiguration
+
+    what = f"connection {conn.conn_id!r}"
+    extra = conn.extra_dejson
+    for name in extra:
+        if "password" in str(name).lower():
+            raise InvalidConfiguration(what, f"extra {name!r}", "holds a password: put it in the password field")
     conn_type = (conn.conn_type or "").lower()
     if conn_type in POSTGRES_CONN_TYPES:
+        if conn.host and ("@" in conn.host or "://" in conn.host):
+            reason = "must be a host name (login and password have fields of their own)"
+            raise InvalidConfiguration(what, "host", reason)
         return _postgres_url(conn)
-    extra = conn.extra_dejson
-    for field in ("url", "path"):
-        value = extra.get(field)
+    for field, value in [*((f"extra {k!r}", extra.get(k)) for k in ("url", "path")), ("host", conn.host)]:
         if isinstance(value, str) and value.strip():
-            return value.strip()
-    if conn.host and conn.host.strip():
-        return conn.host.strip()
-    raise ValueError(
-        f"connection {conn.conn_id!r} names no store: set its host (or extra 'path'/'url') "
-        "to a directory, file:// URL or postgresql:// URL"
+            return _store_url(conn, what, field, value.strip())
+    raise InvalidConfiguration(
+        what,
+        "host",
+        "names no store: set its host (or extra 'path'/'url') to a directory, file:// URL or postgresql:// URL",
     )
+
+
+def _store_url(conn: Connection, what: str, field: str, url: str) -> str:
+    """An ``idempotent_jobs_store`` value: a path or file:// URL as it is; a PostgreSQL URL gets the
+    credentials (and port and database, when it has none) from the Connection's own fields."""
+    from ..errors import InvalidConfiguration
+    from ..stores import POSTGRES_SCHEMES
+
+    if url_passwords(url):
+        raise InvalidConfiguration(what, field, "carries a password: put it in the connection's password field")
+    parts = urlsplit(url) if "://" in url else None
+    if parts is None or parts.scheme.lower() not in POSTGRES_SCHEMES:
+        if conn.password:
+            raise InvalidConfiguration(what, "password", "a file store takes no password")
+        return url
+    user = unquote(parts.username) if parts.username else None
+    for name, ours, theirs in (
+        ("login", conn.login, user),
+        ("port", conn.port, parts.port),
+        ("schema", conn.schema, parts.path.lstrip("/") or None),
+    ):
+        if ours and theirs and str(ours) != str(theirs):
+            raise InvalidConfiguration(what, name, f"differs from the one in the {field} URL")
+    login = conn.login or user
+    auth = ""
+    if login:
+        auth = quote(login, safe="") + (":" + quote(conn.password, safe="") if conn.password else "") + "@"
+    elif conn.password:
+        raise InvalidConfiguration(what, "password", "needs a login")
+    hostport = parts.netloc.rpartition("@")[2]
+    if conn.port and parts.port is None:
+        hostport += f":{conn.port}"
+    path = parts.path if parts.path.strip("/") else "/" + quote(conn.schema or "", safe="")
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{auth}{hostport}{path}{query}"
 
 
 def _postgres_url(conn: Connection) -> str:
@@ -75,9 +124,10 @@ class EpisodeStoreHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        from ._ui import STORE_FIELDS, field_behaviour
+        from ._store_form import STORE_FORM
+        from ._ui import field_behaviour
 
-        return field_behaviour(STORE_FIELDS)
+        return field_behaviour(STORE_FORM)
 
     def get_store_url(self) -> str:
         """The store's URL; may carry a password, so it is never logged."""

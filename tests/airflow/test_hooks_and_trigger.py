@@ -196,3 +196,118 @@ def test_trigger_reports_an_unknown_job_as_an_error_event(
     payload, rest = asyncio.run(asyncio.wait_for(first_event(trigger), timeout=30))
     assert rest == []
     assert payload["status"] == "error" and "HTTP 404" in payload["message"]
+
+
+# -- store URLs and credentials (issue 14, item 3) -----------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "shown", "passwords"),
+    [
+        ("postgresql://svc:s3cret@db:5432/jobs", "postgresql://svc:***@db:5432/jobs", ["s3cret"]),
+        ("postgresql://svc:p%40ss%2Fw@db/jobs?namespace=a", "postgresql://svc:***@db/jobs?namespace=a", ["p@ss/w"]),
+        ("postgresql://svc:a@b@db/jobs", "postgresql://svc:***@db/jobs", ["a@b", "a"]),
+        ("postgresql://svc:a/b@db/jobs", "postgresql://svc:***@db/jobs", ["a/b"]),
+        (
+            "postgresql://svc@db/jobs?password=qq&namespace=n",
+            "postgresql://svc@db/jobs?password=***&namespace=n",
+            ["qq"],
+        ),
+        ("postgres://db/jobs?sslpassword=kk", "postgres://db/jobs?sslpassword=***", ["kk"]),
+        ("postgresql://svc@db/jobs", "postgresql://svc@db/jobs", []),
+        ("/var/lib/jobs", "/var/lib/jobs", []),
+        ("file:///var/lib/jobs", "file:///var/lib/jobs", []),
+    ],
+)
+def test_store_url_passwords_are_found_and_redacted(url: str, shown: str, passwords: list[str]) -> None:
+    from airflow_idempotent_jobs.hooks._store_url import redact_store_url, url_passwords
+
+    assert redact_store_url(url) == shown
+    assert url_passwords(url) == passwords
+
+
+def test_a_sealed_store_url_shows_only_its_redacted_text() -> None:
+    import copy
+    import pickle
+
+    from airflow_idempotent_jobs.hooks._store_url import SealedStoreUrl, seal_store_url
+
+    sealed = seal_store_url("postgresql://svc:pw@db/jobs")
+    assert isinstance(sealed, SealedStoreUrl)
+    assert sealed == "postgresql://svc:***@db/jobs" and json.dumps(sealed) == '"postgresql://svc:***@db/jobs"'
+    assert f"{sealed}" == str(sealed) == "postgresql://svc:***@db/jobs" and "pw" not in repr(sealed)
+    assert sealed.secret == "postgresql://svc:pw@db/jobs"
+    assert copy.deepcopy(sealed).secret == sealed.secret
+    assert pickle.loads(pickle.dumps(sealed)) == "postgresql://svc:***@db/jobs"  # never the secret
+    assert seal_store_url("/var/lib/jobs") == "/var/lib/jobs"
+    assert not isinstance(seal_store_url("postgresql://svc@db/jobs"), SealedStoreUrl)
+
+
+def test_store_connection_builds_its_postgres_url_from_login_and_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_conn(
+        monkeypatch,
+        "ij_fields",
+        conn_type="idempotent_jobs_store",
+        host="postgresql://db.internal/jobs?namespace=team-a",
+        login="svc",
+        password="p@ss/word",
+        port=6543,
+    )
+    assert EpisodeStoreHook("ij_fields").get_store_url() == (
+        "postgresql://svc:p%40ss%2Fword@db.internal:6543/jobs?namespace=team-a"
+    )
+    set_conn(
+        monkeypatch, "ij_schema", conn_type="idempotent_jobs_store", host="postgresql://db", login="svc", schema="jobs"
+    )
+    assert EpisodeStoreHook("ij_schema").get_store_url() == "postgresql://svc@db/jobs"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"host": "postgresql://svc:hunter2-host@db/jobs"}, "host"),
+        ({"host": "postgresql://svc@db/jobs?password=hunter2-query"}, "host"),
+        ({"extra": {"url": "postgresql://svc:hunter2-extra@db/jobs"}}, "extra 'url'"),
+        ({"host": "postgresql://db/jobs", "extra": {"password": "hunter2-key"}}, "extra 'password'"),
+        ({"host": "/var/lib/jobs", "password": "hunter2-file"}, "password"),
+        ({"host": "postgresql://alice@db/jobs", "login": "bob", "password": "hunter2-login"}, "login"),
+        ({"host": "postgresql://db/jobs", "password": "hunter2-nologin"}, "password"),
+    ],
+)
+def test_store_connection_refuses_credentials_outside_the_password_field(
+    monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any], field: str
+) -> None:
+    from airflow_idempotent_jobs.errors import InvalidConfiguration
+
+    set_conn(monkeypatch, "ij_leaky", conn_type="idempotent_jobs_store", **fields)
+    with pytest.raises(InvalidConfiguration) as caught:
+        EpisodeStoreHook("ij_leaky").get_store_url()
+    assert caught.value.field == field and not caught.value.retryable
+    assert "hunter2" not in str(caught.value)
+    ok, message = EpisodeStoreHook("ij_leaky").test_connection()
+    assert not ok and "hunter2" not in message
+
+
+def test_postgres_connection_refuses_a_url_in_its_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_idempotent_jobs.errors import InvalidConfiguration
+
+    set_conn(monkeypatch, "ij_pg_url_host", conn_type="postgres", host="postgresql://svc:hunter2@db/jobs")
+    with pytest.raises(InvalidConfiguration) as caught:
+        EpisodeStoreHook("ij_pg_url_host").get_store_url()
+    assert caught.value.field == "host" and "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://svc:a?b#c@db/jobs",  # SQLAlchemy reads the password up to the first '@'
+        "postgresql://svc:x@y@db/jobs",  # urllib reads it up to the last
+        "postgresql://svc:zz%3F@db/jobs",
+    ],
+)
+def test_odd_passwords_are_hidden_however_a_parser_splits_them(url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    from airflow_idempotent_jobs.hooks._store_url import redact_store_url, seal_store_url
+
+    password = make_url(url).password
+    assert password and password not in redact_store_url(url) and password not in seal_store_url(url)
+    assert redact_store_url(url).startswith("postgresql://svc:***@")
