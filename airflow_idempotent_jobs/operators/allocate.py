@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from airflow.sdk import BaseOperator
-
-from ._common import AirflowFailException, open_task_store, task_errors
+from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -17,36 +16,82 @@ if TYPE_CHECKING:
     from ..identity import WeekId
     from ..stores import EpisodeStore
 
-__all__ = ["TEMPORARY_RUN_PREFIX", "WEEK_SOURCES", "AllocateEpisodeOperator", "default_allocation_key"]
+__all__ = [
+    "BOUNDED_KEY_PREFIX",
+    "TEMPORARY_RUN_PREFIX",
+    "WEEK_SOURCES",
+    "AllocateEpisodeOperator",
+    "bounded_allocation_key",
+    "default_allocation_key",
+]
 
 #: Where the week may come from; ``None`` means ``logical_date``, else ``run_after``.
 WEEK_SOURCES: Final = ("logical_date", "data_interval_end", "run_after")
 #: ``airflow tasks test`` runs under a throwaway run id that changes on every call.
 TEMPORARY_RUN_PREFIX: Final = "__airflow_temporary_run_"
+#: A default key over 512 characters becomes ``airflow#<readable prefix>#<sha256 of the whole>``.
+#: Every other default key starts ``airflow:``, so a bounded key never equals an unbounded one.
+BOUNDED_KEY_PREFIX: Final = "airflow#"
+_DEFAULT_KEY_PREFIX: Final = "airflow:"
 
 
 def default_allocation_key(dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
-    """``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a mapped task instance."""
-    key = f"airflow:{dag_id}:{task_id}:{run_id}"
+    """``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a mapped task instance.
+
+    Airflow allows 250 characters for each id, so the key can pass the store's 512: it is then
+    bounded (`bounded_allocation_key`), the same way on every try. Keys up to 512 characters are
+    exactly what they always were, so existing episodes are found again.
+    """
+    key = f"{_DEFAULT_KEY_PREFIX}{dag_id}:{task_id}:{run_id}"
     if map_index is not None and map_index >= 0:
         key += f":{map_index}"
-    return key
+    return bounded_allocation_key(key)
 
 
-class AllocateEpisodeOperator(BaseOperator):
+def bounded_allocation_key(key: str) -> str:
+    """``key`` itself up to 512 characters; else ``airflow#`` + its first characters + ``#`` + the
+    sha256 of all of it: 512 characters, readable, stable, and distinct for distinct keys.
+
+    The part cut off is checked like the rest (printable, no ``/``, ``\\`` or ``..``): bounding
+    must not let through what the store refuses in a shorter key.
+    """
+    from ..identity import MAX_KEY_LENGTH, validate_allocation_key
+
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    for start in range(0, len(key), MAX_KEY_LENGTH // 2):  # overlapping windows: a ".." is never split
+        validate_allocation_key(key[start : start + MAX_KEY_LENGTH])
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    rest = key.removeprefix(_DEFAULT_KEY_PREFIX)
+    keep = MAX_KEY_LENGTH - len(BOUNDED_KEY_PREFIX) - 1 - len(digest)
+    return f"{BOUNDED_KEY_PREFIX}{rest[:keep]}#{digest}"
+
+
+class AllocateEpisodeOperator(StoreOperator):
     """Allocate this run's episode (``2026-W32-0``, ``2026-W32-1``, ...) and return its id.
 
     Retries, cleared tasks and backfills of the same DAG run keep the ``run_id``, hence the key,
     hence the episode. Also pushes XComs ``week_id``, ``sequence``, ``allocation_key``, ``reused``.
 
+    Every templated argument given must render a value: one that renders empty, ``None`` or
+    ``null`` (any case, blanks ignored) fails the task without retry, naming the template.
+
     :param week: templated ``YYYY-Www`` override of the week.
-    :param allocation_key: templated override of the default key.
+    :param allocation_key: templated override of the default key. On a mapped task ``:{map_index}``
+        is appended, so each map index gets its own episode, unless ``key_per_map_index=False``.
+    :param key_per_map_index: with ``allocation_key`` on a mapped task: one episode per map index
+        (the default) or, when False, one episode shared by all of them.
     :param week_source: ``logical_date``, ``data_interval_end`` or ``run_after``; by default the
         logical date, or ``run_after`` for runs without one (manual and asset-triggered runs).
-    :param timezone: IANA name the week is computed in; the DAG's time zone by default.
+    :param timezone: templated IANA name the week is computed in. Without it: the DAG's own time
+        zone; for a DAG that has none (its zone is ``[core] default_timezone``), ``[idempotent_jobs]
+        timezone`` when set, else that default.
     :param fingerprint: templated hash of the request bound to the key (a different one later is a conflict).
-    :param store: templated store URL (path, ``file://`` or ``postgresql://``).
+    :param store: templated store URL (path, ``file://`` or ``postgresql://``); its password never
+        reaches the rendered fields Airflow shows.
     :param store_conn_id: a Connection naming the store (``idempotent_jobs_store`` or ``postgres``).
+        With neither: ``[idempotent_jobs] store`` / ``store_conn_id``, else the file store under
+        ``$AIRFLOW_HOME``, which is refused when the executor runs tasks on several hosts.
     :param allow_test_runs: let ``airflow tasks test`` runs allocate for real (they persist nothing by default).
     """
 
@@ -65,6 +110,7 @@ class AllocateEpisodeOperator(BaseOperator):
         store_conn_id: str | None = None,
         lock_timeout: float | None = None,
         allow_test_runs: bool = False,
+        key_per_map_index: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,34 +125,75 @@ class AllocateEpisodeOperator(BaseOperator):
         self.store_conn_id = store_conn_id
         self.lock_timeout = lock_timeout
         self.allow_test_runs = allow_test_runs
+        self.key_per_map_index = key_per_map_index
+        # The templates as written, to name them when one renders nothing (see refuse_empty_renderings).
+        self._templates = {field: getattr(self, field) for field in self.template_fields}
 
     def execute(self, context: Context) -> str | None:
         ti = context["ti"]
         run_id = context["run_id"]
         with task_errors():
+            refuse_empty_renderings(
+                self.task_id, self._templates, {field: getattr(self, field) for field in self.template_fields}
+            )
             week = self._week(context)
-            key = self.allocation_key or default_allocation_key(ti.dag_id, ti.task_id, run_id, ti.map_index)
+            key = self._key(ti.dag_id, ti.task_id, run_id, ti.map_index)
             if run_id.startswith(TEMPORARY_RUN_PREFIX) and not self.allow_test_runs:
                 self._dry_run(week, key, run_id)
                 return None
             store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
             try:
-                episode = store.allocate(week, key, self.fingerprint or None)
+                episode = store.allocate(week, key, self.fingerprint)
             finally:
                 store.close()
         self._report(context, episode, store)
         return episode.episode_id
 
+    def _key(self, dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
+        if self.allocation_key is None:
+            return default_allocation_key(dag_id, task_id, run_id, map_index)
+        key = str(self.allocation_key)
+        if self.key_per_map_index and map_index is not None and map_index >= 0:
+            key += f":{map_index}"  # one key for all map indexes would give them all one episode
+        return key
+
     def _week(self, context: Context) -> WeekId:
         from ..identity import WeekId
 
-        if self.week:
+        if self.week is not None:
             return WeekId.parse(self.week)
         moment, source = self._moment(context)
-        zone: Any = self.timezone or getattr(self.dag, "timezone", None) or "UTC"
+        zone, zone_source = self._zone()
         week = WeekId.from_datetime(moment, zone)
-        self.log.info("Week %s from %s %s (time zone %s)", week, source, moment.isoformat(), _zone_name(zone))
+        self.log.info(
+            "Week %s from %s %s (time zone %s, from %s)",
+            week,
+            source,
+            moment.isoformat(),
+            _zone_name(zone),
+            zone_source,
+        )
         return week
+
+    def _zone(self) -> tuple[Any, str]:
+        """timezone= first; then the DAG's own zone; then ``[idempotent_jobs] timezone``; then Airflow's default."""
+        if self.timezone is not None:
+            return self.timezone, "timezone="
+        dag_zone = getattr(self.dag, "timezone", None)
+        if dag_zone is not None and not _is_airflow_default_zone(dag_zone):
+            return dag_zone, "the DAG"
+        from ..errors import InvalidConfiguration, InvalidIdentifier
+        from ..identity import resolve_timezone
+        from ..provider_config import SECTION, env_name, setting
+
+        configured = setting("timezone")
+        if configured is not None:
+            try:
+                return resolve_timezone(configured), f"[{SECTION}] timezone"
+            except InvalidIdentifier as exc:
+                field = f"[{SECTION}] timezone ({env_name('timezone')})"
+                raise InvalidConfiguration("deployment setting", field, f"{configured!r}: {exc.reason}") from None
+        return (dag_zone or "UTC"), "[core] default_timezone"
 
     def _moment(self, context: Context) -> tuple[dt.datetime, str]:
         dag_run = context["dag_run"]
@@ -160,3 +247,13 @@ class AllocateEpisodeOperator(BaseOperator):
 
 def _zone_name(zone: Any) -> str:
     return str(getattr(zone, "name", None) or zone)
+
+
+def _is_airflow_default_zone(zone: Any) -> bool:
+    """Whether a DAG's zone is Airflow's ``[core] default_timezone``: a DAG with no start date, or a
+    naive one, gets it. (An explicit start date in that very zone cannot be told apart.)"""
+    try:
+        from airflow.settings import TIMEZONE
+    except ImportError:  # pragma: no cover
+        return False
+    return _zone_name(zone) == _zone_name(TIMEZONE)

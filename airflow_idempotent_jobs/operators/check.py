@@ -4,27 +4,65 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from airflow.sdk import BaseOperator
-
-from ._common import AirflowFailException, open_task_store, task_errors
+from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from ..check import Problem
 
-__all__ = ["CheckEpisodesOperator"]
+__all__ = ["CheckEpisodesOperator", "parse_episode_ids"]
+
+#: A rendered list longer than this is not a list of episode ids (and is not parsed).
+_MAX_RENDERED_LIST: Final = 1_000_000
 
 
-class CheckEpisodesOperator(BaseOperator):
+def parse_episode_ids(raw: Any) -> list[str]:
+    """The ids ``episode_ids`` names: a list (native rendering), a rendered list (``"['2026-W32-0',
+    '2026-W32-1']"``, what ``{{ ti.xcom_pull('allocate') }}`` of a mapped task renders to, or JSON),
+    or text with ids separated by commas or blanks. Anything else is a `ValueError` naming it.
+    """
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text[:1] in "[(":
+            items = _rendered_list(text)
+        else:
+            return [item for item in re.split(r"[\s,]+", text) if item]
+    elif isinstance(raw, Sequence):
+        items = list(raw)
+    else:
+        raise ValueError(f"is a {type(raw).__name__}, not a list of episode ids")
+    bad = [item for item in items if not isinstance(item, str)]
+    if bad:
+        raise ValueError(f"item {bad[0]!r} is not an episode id")
+    return [item.strip() for item in items]
+
+
+def _rendered_list(text: str) -> list[Any]:
+    """A list or tuple literal, as Python or JSON renders it; nothing else is evaluated."""
+    import ast
+
+    if len(text) > _MAX_RENDERED_LIST:
+        raise ValueError(f"is {len(text)} characters long, not a list of episode ids")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise ValueError(f"{text[:80]!r} is neither a list of episode ids nor ids separated by commas") from None
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{text[:80]!r} is not a list of episode ids")
+    return list(value)
+
+
+class CheckEpisodesOperator(StoreOperator):
     """Run the read-only checker; any finding fails the task without retry, every finding logged.
 
     Returns the ids of the episodes it checked (an empty list when it checked the whole store).
 
     :param episode_ids: templated: one id, ids separated by commas or spaces, or a list
-        (typically ``{{ ti.xcom_pull('allocate') }}``).
+        (typically ``{{ ti.xcom_pull('allocate') }}``, a list when ``allocate`` is mapped). A
+        template that renders empty, ``None``, ``null`` or an empty list fails the task.
     :param week: templated ``YYYY-Www``: check every episode of that week.
     :param manifest: templated path of a migration manifest: also check that nothing it lists was lost.
     :param require_episodes: with ``week``, an empty week is a failure (nothing to publish).
@@ -58,9 +96,14 @@ class CheckEpisodesOperator(BaseOperator):
         self.store = store
         self.store_conn_id = store_conn_id
         self.lock_timeout = lock_timeout
+        # The templates as written, to name them when one renders nothing.
+        self._templates = {field: getattr(self, field) for field in self.template_fields}
 
     def execute(self, context: Context) -> list[str]:
         with task_errors():
+            refuse_empty_renderings(
+                self.task_id, self._templates, {field: getattr(self, field) for field in self.template_fields}
+            )
             problems, ids, where = self._check()
         scope = ", ".join(ids) if ids else "every episode"
         if not problems:
@@ -80,8 +123,16 @@ class CheckEpisodesOperator(BaseOperator):
         raw = self.episode_ids
         if raw is None:
             return []
-        items = re.split(r"[\s,]+", raw) if isinstance(raw, str) else [str(item) for item in raw]
-        return [item for item in items if item]
+        try:
+            ids = parse_episode_ids(raw)
+        except ValueError as exc:
+            raise AirflowFailException(f"{self.task_id}: episode_ids {exc}") from None
+        if not ids:
+            template = self._templates.get("episode_ids")
+            raise AirflowFailException(
+                f"{self.task_id}: episode_ids rendered {raw!r} from {template!r}: no episode to verify"
+            )
+        return ids
 
     def _check(self) -> tuple[list[Problem], list[str], str]:
         from pathlib import Path

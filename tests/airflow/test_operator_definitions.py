@@ -106,3 +106,119 @@ def test_other_errors_stay_retryable(error: Exception) -> None:
     with pytest.raises(type(error)) as caught, task_errors():
         raise error
     assert caught.value is error
+
+
+# -- which executors count as one host (issue 14, item 1) ----------------------------------------
+@pytest.mark.parametrize(
+    ("config", "distributed"),
+    [
+        ("LocalExecutor", []),
+        (" LocalExecutor ", []),
+        ("airflow.executors.local_executor.LocalExecutor", []),
+        ("my_local:airflow.executors.local_executor.LocalExecutor", []),
+        ("fast:LocalExecutor", []),
+        ("SequentialExecutor", []),  # Airflow 2's single-process executor
+        ("CeleryExecutor", ["CeleryExecutor"]),
+        ("KubernetesExecutor", ["KubernetesExecutor"]),
+        (
+            "airflow.providers.celery.executors.celery_executor.CeleryExecutor",
+            ["airflow.providers.celery.executors.celery_executor.CeleryExecutor"],
+        ),
+        ("airflow.providers.edge3.executors.EdgeExecutor", ["airflow.providers.edge3.executors.EdgeExecutor"]),
+        ("LocalExecutor,CeleryExecutor", ["CeleryExecutor"]),  # a task may be routed to either
+        ("LocalExecutor;team_a=KubernetesExecutor", ["KubernetesExecutor"]),
+        ("=LocalExecutor", []),
+        ("my.company.executors.LocalLikeExecutor", ["my.company.executors.LocalLikeExecutor"]),  # unknown: not local
+        ("LocalExecutorX", ["LocalExecutorX"]),
+        ("", ["''"]),  # nothing configured proves nothing
+    ],
+)
+def test_only_executors_known_to_be_local_count_as_one_host(config: str, distributed: list[str]) -> None:
+    from airflow_idempotent_jobs.operators._executors import distributed_executors
+
+    assert distributed_executors(config, environ={}) == distributed
+
+
+def test_a_kubernetes_task_pod_is_distributed_whatever_its_config_says() -> None:
+    from airflow_idempotent_jobs.operators._executors import distributed_executors
+
+    (found,) = distributed_executors("LocalExecutor", environ={"AIRFLOW_IS_K8S_EXECUTOR_POD": "True"})
+    assert found.startswith("KubernetesExecutor")
+
+
+def test_the_configured_executor_is_read_from_airflows_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_idempotent_jobs.operators._executors import configured_executors
+
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "LocalExecutor,CeleryExecutor")
+    assert configured_executors() == "LocalExecutor,CeleryExecutor"
+
+
+# -- templates that render nothing (item 2) -------------------------------------------------------
+@pytest.mark.parametrize("rendered", [None, "", "   ", "None", "none", " NONE ", "null", "NULL", "\tNull\n"])
+def test_empty_renderings_are_refused_naming_field_and_template(rendered: str | None) -> None:
+    from airflow_idempotent_jobs.operators._common import refuse_empty_renderings
+
+    with pytest.raises(AirflowFailException) as caught:
+        refuse_empty_renderings("allocate", {"allocation_key": "{{ x }}"}, {"allocation_key": rendered})
+    message = str(caught.value)
+    assert message.startswith(f"allocate: allocation_key rendered {rendered!r} from the template '{{{{ x }}}}'")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("rendered", ["None-1", "nullable", "0", "n"])
+def test_values_that_merely_look_empty_pass(rendered: str) -> None:
+    from airflow_idempotent_jobs.operators._common import refuse_empty_renderings
+
+    refuse_empty_renderings("allocate", {"allocation_key": "{{ x }}"}, {"allocation_key": rendered})
+    refuse_empty_renderings("allocate", {"week": None}, {"week": None})  # not given: nothing to check
+
+
+def test_a_refused_store_template_is_named_without_its_password() -> None:
+    from airflow_idempotent_jobs.operators._common import refuse_empty_renderings
+
+    template = "{% if false %}postgresql://u:hunter22@db/jobs{% endif %}"
+    with pytest.raises(AirflowFailException) as caught:
+        refuse_empty_renderings("allocate", {"store": template}, {"store": ""})
+    assert "hunter22" not in str(caught.value) and "u:***@db" in str(caught.value)
+
+
+def test_key_per_map_index_is_an_argument_with_a_safe_default() -> None:
+    assert AllocateEpisodeOperator(task_id="a").key_per_map_index is True
+    assert AllocateEpisodeOperator(task_id="b", key_per_map_index=False).key_per_map_index is False
+
+
+# -- the default key stays within 512 characters (item 5) ----------------------------------------
+def test_short_default_keys_are_exactly_what_they_were() -> None:
+    run_id = "scheduled__2026-08-03T00:00:00+00:00"
+    assert default_allocation_key("weekly", "allocate", run_id, 3) == f"airflow:weekly:allocate:{run_id}:3"
+    # Exactly 512 characters: still the plain key (existing episodes keep their keys).
+    dag_id = "d" * (512 - len("airflow::allocate:") - len(run_id))
+    key = default_allocation_key(dag_id, "allocate", run_id, None)
+    assert len(key) == 512 and key == f"airflow:{dag_id}:allocate:{run_id}"
+
+
+def test_maximal_ids_give_a_bounded_stable_distinct_key() -> None:
+    import hashlib
+
+    from airflow_idempotent_jobs.identity import validate_allocation_key
+
+    dag_id, task_id, run_id = "d" * 250, "t" * 250, "manual__" + "r" * 242
+    key = default_allocation_key(dag_id, task_id, run_id, 1023)
+    full = f"airflow:{dag_id}:{task_id}:{run_id}:1023"
+    assert len(key) == 512 and validate_allocation_key(key) == key
+    assert key.startswith(f"airflow#{dag_id}:{task_id[:100]}")
+    assert key.endswith("#" + hashlib.sha256(full.encode()).hexdigest())
+    assert default_allocation_key(dag_id, task_id, run_id, 1023) == key  # stable: a retry finds it
+    others = {
+        default_allocation_key(dag_id, task_id, run_id, 1022),
+        default_allocation_key(dag_id, task_id, run_id[:-1] + "s", 1023),  # differs past the kept prefix
+        default_allocation_key(dag_id, task_id, run_id, None),
+    }
+    assert key not in others and len(others) == 3
+    # No plain key can equal a bounded one: plain default keys start "airflow:", bounded "airflow#".
+    assert not key.startswith("airflow:")
+
+
+def test_bounding_does_not_hide_what_the_store_refuses() -> None:
+    with pytest.raises(InvalidIdentifier):
+        default_allocation_key("d" * 250, "t" * 250, "manual__" + "r" * 230 + "\x07", None)
