@@ -2,8 +2,11 @@
 
 Copy this file into your DAGs folder. It needs one Connection, ``media_provider``, of type
 ``idempotent_jobs_http`` (host: the provider's base URL, password: its API token, extra: the
-JSON layout of its API). Jobs live in the file store at ``$AIRFLOW_HOME/idempotent_jobs`` unless
-you pass ``store=`` or ``store_conn_id=`` (a PostgreSQL store when workers run on several hosts).
+JSON layout of its API). Jobs live in the store named by ``store=`` or ``store_conn_id=``, else by
+the deployment's ``[idempotent_jobs] store`` (``AIRFLOW__IDEMPOTENT_JOBS__STORE=postgresql://...``)
+or ``store_conn_id``, else in the file store at ``$AIRFLOW_HOME/idempotent_jobs``. That last one is
+per host: under CeleryExecutor, KubernetesExecutor or any executor that is not LocalExecutor the
+operators refuse it (the task fails on its first try, saying what to set).
 
 What Airflow may do, and what happens then:
 * a retry, a cleared task or a backfill of the same run keeps the ``run_id``: ``allocate`` returns
