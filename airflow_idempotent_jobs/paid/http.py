@@ -89,6 +89,11 @@ class HttpPaidProvider:
         """``text`` with the credential replaced by ``<redacted>`` in every form it may take."""
         return self._redactor.text(text)
 
+    @property
+    def secret_forms(self) -> tuple[str, ...]:
+        """Every text `redact` replaces: for registering with a log masker (Airflow's), never for logging."""
+        return self._redactor.forms
+
     # -- the port ------------------------------------------------------------------------------
     def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
         """POST (or PUT) the request as JSON with the token header; returns the remote id."""
