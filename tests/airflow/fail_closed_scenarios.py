@@ -66,6 +66,7 @@ def default_store(bag: Any) -> Result:
     """No store anywhere under CeleryExecutor; then each deployment setting; then explicit ones."""
     home_store = Path(os.environ["AIRFLOW_HOME"]) / "idempotent_jobs"
     refused = run_dag(bag, "ijg_default_store", logical_date=utc(2026, 8, 3, 6))
+    refused_paid = run_dag(bag, "ijg_default_store_paid", logical_date=utc(2026, 8, 3, 6))
     home_store_after_refusal = home_store.exists()
     by_setting_path = str(dag_store("ijg_default_store") / "by-setting")
     with settings(store=by_setting_path):
@@ -79,6 +80,7 @@ def default_store(bag: Any) -> Result:
     explicit = run_dag(bag, "ijg_explicit_store", logical_date=utc(2026, 8, 3, 6))
     return {
         "refused": refused,
+        "refused_paid": refused_paid,
         "home_store_after_refusal": home_store_after_refusal,
         "by_setting": by_setting,
         "by_setting_store": store_contents(by_setting_path),

@@ -76,7 +76,7 @@ def fail_closed_results(
         env.update(
             IJG_PG_URL=fail_closed_pg,
             AIRFLOW_VAR_IJG_PG_USER=parts.username or "postgres",
-            AIRFLOW_VAR_IJG_PG_PASSWORD=LONG_PASSWORD,
+            AIRFLOW_VAR_IJG_PG_PASS=LONG_PASSWORD,
             AIRFLOW_VAR_IJG_PG_PW=SHORT_PASSWORD,
             AIRFLOW_VAR_IJG_PG_HOSTPORT=hostport,
             AIRFLOW_VAR_IJG_PG_DB=database,
@@ -146,9 +146,12 @@ def test_no_store_under_celery_fails_on_the_first_try_naming_the_settings(
     fail_closed_results: dict[str, Any],
 ) -> None:
     result = scenario(fail_closed_results, "default_store")
-    refused = result["refused"]
-    for task_id in ("allocate", "check"):
-        message = failure(refused, task_id)
+    for run, task_id in (
+        (result["refused"], "allocate"),
+        (result["refused"], "check"),
+        (result["refused_paid"], "generate"),
+    ):
+        message = failure(run, task_id)
         assert "CeleryExecutor" in message
         for setting in ("store=", "store_conn_id=", "[idempotent_jobs] store", "AIRFLOW__IDEMPOTENT_JOBS__STORE"):
             assert setting in message, message
@@ -254,9 +257,10 @@ def test_rendered_store_url_has_no_password(fail_closed_results: dict[str, Any])
     run, rendered = result["run"], result["rendered"]
     assert returned(run, "allocate") == "2026-W32-0"
     assert returned(run, "allocate_short") == "2026-W32-1"
-    assert returned(run, "check") == ["2026-W32-0", "2026-W32-1"]
-    for task_id in ("allocate", "allocate_short", "check"):
-        store = rendered[f"{task_id}[-1]"]["store"]
+    assert sorted(returned(run, "mapped", i) for i in range(2)) == ["2026-W32-2", "2026-W32-3"]
+    assert returned(run, "check") == ["2026-W32-0", "2026-W32-1", "2026-W32-2", "2026-W32-3"]
+    for task in ("allocate[-1]", "allocate_short[-1]", "mapped[0]", "mapped[1]", "check[-1]"):
+        store = rendered[task]["store"]
         assert store.startswith("postgresql://") and "***" in store, store
         assert LONG_PASSWORD not in json.dumps(rendered)
     assert f":{SHORT_PASSWORD}@" not in json.dumps(rendered)

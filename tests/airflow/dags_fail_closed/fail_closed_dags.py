@@ -13,7 +13,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, CheckEpisodesOperator
+from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, CheckEpisodesOperator, PaidGenerationOperator
 from tests.airflow.support import observe, store_for
 
 RETRY_3: dict[str, Any] = {"retries": 3, "retry_delay": dt.timedelta(0)}
@@ -41,6 +41,10 @@ class ReportingCheck(Reporting, CheckEpisodesOperator):
     pass
 
 
+class ReportingPaid(Reporting, PaidGenerationOperator):
+    pass
+
+
 # -- item 1: which store, under an executor that runs tasks on several hosts ----------------------
 # No store=, no store_conn_id=: refused unless [idempotent_jobs] store / store_conn_id is set.
 with DAG("ijg_default_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
@@ -48,6 +52,10 @@ with DAG("ijg_default_store", schedule=None, start_date=UTC_START, default_args=
     ReportingAllocate(task_id="allocate") >> ReportingCheck(
         task_id="check", week="2026-W32", require_episodes=False, trigger_rule="all_done"
     )
+
+# The paid step opens its store the same way: refused before any connection is read.
+with DAG("ijg_default_store_paid", schedule=None, start_date=UTC_START, default_args=RETRY_3):
+    ReportingPaid(task_id="generate", episode_id="2026-W32-0", provider_conn_id="ijg_no_such_provider")
 
 with DAG("ijg_explicit_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     ReportingAllocate(task_id="by_store", store=store_for("ijg_explicit_store"))
@@ -94,9 +102,10 @@ with DAG("ijg_mapped_key", schedule=None, start_date=UTC_START, default_args=RET
 
 # -- item 3: a store URL whose password comes from a Variable ---------------------------------------
 # The rendered value Airflow stores for the UI must not carry it, long or short (the secrets masker
-# skips values under 5 characters).
+# skips values under 5 characters), whatever the Variable is called (Airflow masks the values of
+# Variables named like "password" by itself: these are not).
 PG_STORE = (
-    "postgresql://{{ var.value.ijg_pg_user }}:{{ var.value.ijg_pg_password }}@{{ var.value.ijg_pg_hostport }}"
+    "postgresql://{{ var.value.ijg_pg_user }}:{{ var.value.ijg_pg_pass }}@{{ var.value.ijg_pg_hostport }}"
     "/{{ var.value.ijg_pg_db }}?namespace=ijg-secret"
 )
 with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
@@ -104,9 +113,13 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
     short = ReportingAllocate(
         task_id="allocate_short",
         allocation_key="short-{{ ds }}",
-        store=PG_STORE.replace("ijg_pg_password", "ijg_pg_pw"),
+        store=PG_STORE.replace("ijg_pg_pass", "ijg_pg_pw"),
     )
-    allocate >> short >> ReportingCheck(task_id="check", week="2026-W32", store=PG_STORE)
+    # A mapped task renders through another path (the unmapped copy of the operator).
+    mapped = ReportingAllocate.partial(task_id="mapped", store=PG_STORE.replace("ijg_pg_pass", "ijg_pg_pw")).expand(
+        fingerprint=["m0", "m1"]
+    )
+    allocate >> short >> mapped >> ReportingCheck(task_id="check", week="2026-W32", store=PG_STORE)
     # The idempotent_jobs_store connection: credentials in login/password, never in the host.
     ReportingAllocate(task_id="by_conn", allocation_key="conn-{{ ds }}", store_conn_id="ijg_pg_conn")
     ReportingAllocate(task_id="by_conn_host_password", store_conn_id="ijg_pg_conn_host_password")
