@@ -63,8 +63,14 @@ def check_episode_record(episode: Episode, where: str) -> list[Problem]:
         problems.append(Problem(where, f"submission state {sub.state.value} disagrees with its history"))
     if sub.state in (SubmissionState.ACCEPTED, SubmissionState.SUCCEEDED) and not sub.remote_ref:
         problems.append(Problem(where, f"submission is {sub.state.value} but has no remote reference"))
-    if sub.cost is not None and sub.cost < 0:
+    if sub.cost is not None and sub.cost < 0:  # the record reader refuses these; kept for other readers
         problems.append(Problem(where, f"negative cost {sub.cost}"))
+    if sub.cost_anomaly is not None:
+        problems.append(
+            Problem(
+                where, f"cost anomaly: {sub.cost_anomaly} (not recorded as its cost; the budget counts the estimate)"
+            )
+        )
     return problems
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -16,9 +17,11 @@ __all__ = [
     "SCHEMA_VERSION",
     "Episode",
     "EpisodeStatus",
+    "OmittedResult",
     "Submission",
     "SubmissionState",
     "TRANSITIONS",
+    "cost_problem",
     "utc_now",
 ]
 
@@ -69,6 +72,61 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+def cost_problem(value: object) -> str | None:
+    """Why ``value`` is not a cost, or None if it is one: a cost is a finite number >= 0.
+
+    NaN compares false with every budget and a negative cost lowers the week's spend: both would
+    let submissions through a budget, so neither is ever recorded as a cost.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"not a number ({type(value).__name__})"
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return "not a finite number"
+    if not math.isfinite(number):
+        return "not a finite number"
+    if number < 0:
+        return "negative"
+    return None
+
+
+@dataclass(frozen=True)
+class OmittedResult:
+    """A provider result too large (or not storable as strict JSON) to keep: what identifies it instead.
+
+    ``size`` and ``sha256`` are those of the result's canonical JSON (sorted keys, compact, UTF-8;
+    see `paid.results`); None when it has no JSON form at all.
+    """
+
+    reason: str
+    size: int | None
+    sha256: str | None
+    #: The bound in force when it was left out, in bytes.
+    limit: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> OmittedResult:
+        """The inverse of `to_dict`; anything else is `ValueError`."""
+        if not isinstance(data, Mapping) or set(data) != {"reason", "size", "sha256", "limit"}:
+            raise ValueError(f"result_omitted must be an object with reason, size, sha256, limit: {data!r:.200}")
+        if not isinstance(data["reason"], str) or not (data["sha256"] is None or isinstance(data["sha256"], str)):
+            raise ValueError("result_omitted: reason and sha256 must be text")
+        for name in ("size", "limit"):
+            value = data[name]
+            if (value is not None or name == "limit") and not _is_count(value):
+                raise ValueError(f"result_omitted: {name} must be a whole number >= 0, not {value!r:.60}")
+        return cls(reason=data["reason"], size=data["size"], sha256=data["sha256"], limit=data["limit"])
+
+
+def _is_count(value: object) -> bool:
+    """An int (not a bool, not a float) >= 0."""
+    return type(value) is int and value >= 0
+
+
 @dataclass(frozen=True)
 class Submission:
     """The paid call for one episode. Written before the provider is called, updated right after."""
@@ -102,6 +160,14 @@ class Submission:
     updated_at: str | None = None
     #: Every transition, oldest first: ``{"from", "to", "at", "note"}``.
     history: tuple[Mapping[str, Any], ...] = ()
+    #: ``sha256:<hex>`` of the request this submission is for (`paid.fingerprint`), written with
+    #: the intent; None in records written before fingerprints existed.
+    request_fingerprint: str | None = None
+    #: A cost the provider reported that is not a finite number >= 0: kept as evidence, never as
+    #: ``cost`` (the budget counts the estimate instead).
+    cost_anomaly: str | None = None
+    #: Set when the provider's result was left out of ``result`` (too large, or not strict JSON).
+    result_omitted: OmittedResult | None = None
 
     def moved_to(self, state: SubmissionState, *, episode_id: str, note: str = "", **changes: Any) -> Submission:
         """A copy in ``state``; raises `IllegalTransition` for a move the ledger forbids."""
@@ -115,19 +181,60 @@ class Submission:
         data = dataclasses.asdict(self)
         data["state"] = self.state.value
         data["history"] = [dict(item) for item in self.history]
+        data["result_omitted"] = None if self.result_omitted is None else self.result_omitted.to_dict()
+        # Fields added after the first release are written only when set: a record written before
+        # them reads back and writes out unchanged (the PostgreSQL store compares it whole).
+        for name in _LATER_FIELDS:
+            if data[name] is None:
+                del data[name]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Submission:
+        """The inverse of `to_dict`; a value of the wrong type or out of range is `ValueError`."""
+        if not isinstance(data, Mapping):
+            raise ValueError("submission is not a JSON object")
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["state"] = SubmissionState(values.get("state", "none"))
-        values["history"] = tuple(dict(item) for item in values.get("history", ()))
+        history = values.get("history", ())
+        if not isinstance(history, (list, tuple)) or not all(isinstance(item, Mapping) for item in history):
+            raise ValueError("submission history must be a list of objects")
+        values["history"] = tuple(dict(item) for item in history)
+        for name in _TEXT_FIELDS:
+            if values.get(name) is not None and not isinstance(values[name], str):
+                raise ValueError(f"submission {name} must be text or null, not {type(values[name]).__name__}")
         for name in ("cost", "estimated_cost"):
             if values.get(name) is not None:
+                problem = cost_problem(values[name])
+                if problem:
+                    raise ValueError(f"submission {name} {values[name]!r:.60} is {problem}, not a cost")
                 values[name] = float(values[name])
-        values["attempts"] = int(values.get("attempts", 0))
+        attempts = values.get("attempts", 0)
+        if not _is_count(attempts):
+            raise ValueError(f"submission attempts must be a whole number >= 0, not {attempts!r:.60}")
+        if values.get("result_omitted") is not None:
+            values["result_omitted"] = OmittedResult.from_dict(values["result_omitted"])
         return cls(**values)
+
+
+#: Text-or-null fields of a submission record.
+_TEXT_FIELDS: Final = (
+    "token",
+    "remote_ref",
+    "remote_state",
+    "error",
+    "claimed_by",
+    "claimed_at",
+    "settled_by",
+    "settled_at",
+    "settled_how",
+    "updated_at",
+    "request_fingerprint",
+    "cost_anomaly",
+)
+#: Fields added after the first release: absent from older records, so omitted while unset.
+_LATER_FIELDS: Final = ("request_fingerprint", "cost_anomaly", "result_omitted")
 
 
 @dataclass(frozen=True)
@@ -181,12 +288,20 @@ class Episode:
         if not isinstance(data, dict):
             raise StoreCorrupted(where, "record is not a JSON object")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if type(version) is not int or version != SCHEMA_VERSION:  # true == 1 and 1.0 == 1 in Python
             raise StoreCorrupted(where, f"unknown schema_version {version!r} (this version reads {SCHEMA_VERSION})")
         try:
             episode_id = EpisodeId.parse(data["episode_id"])
+            if type(data["sequence"]) is not int:
+                raise StoreCorrupted(where, f"sequence must be an integer, not {data['sequence']!r:.60}")
             if data["week_id"] != str(episode_id.week) or data["sequence"] != episode_id.sequence:
                 raise StoreCorrupted(where, f"week_id/sequence disagree with episode_id {episode_id}")
+            for name in ("created_at", "updated_at"):
+                if not isinstance(data.get(name), str) and (name == "created_at" or data.get(name) is not None):
+                    raise StoreCorrupted(where, f"{name} must be text, not {data.get(name)!r:.60}")
+            metadata = data.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                raise StoreCorrupted(where, "metadata is not a JSON object")
             return cls(
                 episode_id=str(episode_id),
                 week_id=str(episode_id.week),
@@ -194,12 +309,12 @@ class Episode:
                 allocation_key=validate_allocation_key(data["allocation_key"]),
                 fingerprint=validate_fingerprint(data.get("fingerprint")),
                 status=EpisodeStatus(data["status"]),
-                created_at=str(data["created_at"]),
+                created_at=data["created_at"],
                 updated_at=data.get("updated_at"),
-                submission=Submission.from_dict(data.get("submission") or {}),
-                metadata=dict(data.get("metadata") or {}),
+                submission=Submission.from_dict({} if data.get("submission") is None else data["submission"]),
+                metadata=dict(metadata or {}),
             )
         except StoreCorrupted:
             raise
-        except (KeyError, TypeError, ValueError, InvalidIdentifier) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, InvalidIdentifier) as exc:
             raise StoreCorrupted(where, f"invalid episode record: {exc}") from exc

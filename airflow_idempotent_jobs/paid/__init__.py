@@ -5,7 +5,15 @@ No Airflow import here; `http` (httpx) and `server` are imported only when asked
 
 from __future__ import annotations
 
-from .ledger import NotReconcilable, SubmissionInProgress, SubmissionLedger, idempotency_token
+from .fingerprint import InvalidRequest, RequestConflict, canonical_json, request_fingerprint
+from .ledger import (
+    BudgetUnknowable,
+    NotReconcilable,
+    SubmissionInProgress,
+    SubmissionLedger,
+    checked_amount,
+    idempotency_token,
+)
 from .poll import PollTimeout, wait_for_terminal
 from .provider import (
     PaidProvider,
@@ -17,8 +25,13 @@ from .provider import (
     RemoteState,
     RemoteStatus,
 )
+from .results import DEFAULT_RESULT_LIMIT, Bounded, bound_result, clean_text
 
 __all__ = [
+    "DEFAULT_RESULT_LIMIT",
+    "Bounded",
+    "BudgetUnknowable",
+    "InvalidRequest",
     "NotReconcilable",
     "PaidProvider",
     "PollTimeout",
@@ -29,8 +42,14 @@ __all__ = [
     "ProviderUnavailable",
     "RemoteState",
     "RemoteStatus",
+    "RequestConflict",
     "SubmissionInProgress",
     "SubmissionLedger",
+    "bound_result",
+    "canonical_json",
+    "checked_amount",
+    "clean_text",
     "idempotency_token",
+    "request_fingerprint",
     "wait_for_terminal",
 ]

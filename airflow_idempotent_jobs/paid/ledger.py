@@ -9,6 +9,10 @@ Timeline of one submission, and what a retry finds after a crash at each point::
     3. lock; write `accepted(remote_ref)`; unlock
                                   crash after: retry finds `accepted` and only polls
 
+The intent records the request's fingerprint (`fingerprint`): any later call with another request
+(a retry that rendered it differently, a second caller on the same episode) is refused with
+`RequestConflict` whatever the state, and is never handed the first request's job.
+
 A retry that finds `submitting` (its writer dead) or `unknown` acts by the provider's capability:
 (a) idempotent tokens: submit again with the same token, the provider returns the same job;
 (b) lookup: ``find(token)`` and adopt the job, or submit once if there is none;
@@ -27,22 +31,39 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
-from ..episode import Episode, EpisodeStatus, Submission, SubmissionState
+from ..episode import Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
     BudgetExceeded,
     IdempotentJobsError,
     IllegalTransition,
+    InvalidConfiguration,
     StoreCorrupted,
     SubmissionStateUnknown,
 )
 from ..identity import EpisodeId
 from ..stores.base import EpisodeLike, EpisodeStore
-from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable, RemoteState
+from .fingerprint import RequestConflict, request_fingerprint
+from .provider import (
+    PaidProvider,
+    ProviderError,
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+    ProviderUnavailable,
+    RemoteState,
+)
 from .provider import RemoteStatus as RemoteStatus
+from .results import DEFAULT_RESULT_LIMIT, bound_result, clean_text, redactor
 
-__all__ = ["NotReconcilable", "SubmissionInProgress", "SubmissionLedger", "idempotency_token"]
+__all__ = [
+    "BudgetUnknowable",
+    "NotReconcilable",
+    "SubmissionInProgress",
+    "SubmissionLedger",
+    "checked_amount",
+    "idempotency_token",
+]
 
 _S = SubmissionState
 #: Default time after which a ``submitting`` claim written on another host counts as abandoned.
@@ -65,6 +86,29 @@ class NotReconcilable(IllegalTransition):
         super().__init__(episode_id, current, "reconciled")
         self.reason = reason
         self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
+
+
+class BudgetUnknowable(BudgetExceeded):
+    """The week's spend cannot be known: a provider reported a cost that is no cost, with no estimate to count."""
+
+    def __init__(self, episode_id: str, week_id: str, budget: float, unknown: list[str]) -> None:
+        super().__init__(episode_id, week_id, budget, float("nan"), 0.0)
+        self.unknown = unknown
+        self.args = (
+            f"episode {episode_id}: weekly budget {budget:g} for {week_id} cannot be checked: the provider "
+            f"reported no valid cost for {', '.join(unknown)} and no estimate stands in for it; nothing was sent "
+            "(give those submissions' jobs an estimated_cost, or settle their cost with the provider)",
+        )
+
+
+def checked_amount(field: str, value: object) -> float | None:
+    """``value`` as a cost or budget (None, or a finite number >= 0); else `InvalidConfiguration`."""
+    if value is None:
+        return None
+    problem = cost_problem(value)
+    if problem:
+        raise InvalidConfiguration("paid submission settings", field, f"{value!r:.40} is {problem}")
+    return float(value)  # type: ignore[arg-type]  # cost_problem proved it a number
 
 
 def idempotency_token(store_identity: str, episode_id: str) -> str:
@@ -115,7 +159,9 @@ class SubmissionLedger:
     ``weekly_budget``: refuse a new submission when the week's committed spend (recorded costs,
     else estimates) plus its estimate would pass it. ``clock``: aware UTC ``datetime`` source.
     ``claim_lease``: seconds after which a ``submitting`` intent from another host is abandoned
-    (on the same host the writer's pid is checked instead).
+    (on the same host the writer's pid is checked instead). ``result_limit``: largest result kept in
+    the record, in bytes of canonical JSON (`results.bound_result`). A budget that is not a finite
+    number >= 0 is `InvalidConfiguration`.
     """
 
     def __init__(
@@ -125,23 +171,32 @@ class SubmissionLedger:
         weekly_budget: float | None = None,
         clock: Callable[[], dt.datetime] = _utc_clock,
         claim_lease: float = DEFAULT_CLAIM_LEASE,
+        result_limit: int = DEFAULT_RESULT_LIMIT,
     ) -> None:
         self.store = store
-        self.weekly_budget = weekly_budget
+        self.weekly_budget = checked_amount("weekly_budget", weekly_budget)
         self.clock = clock
         self.claim_lease = claim_lease
+        if type(result_limit) is not int or result_limit < 0:
+            raise InvalidConfiguration("paid submission settings", "result_limit", "must be a whole number >= 0")
+        self.result_limit = result_limit
 
     def token_for(self, episode_id: EpisodeLike) -> str:
         return idempotency_token(self.store.identity, str(episode_id))
 
-    def preflight(self, episode_id: EpisodeLike) -> Episode:
+    def preflight(self, episode_id: EpisodeLike, request: Mapping[str, Any] | None = None) -> Episode:
         """The episode, validated, before any credential is read or provider client built.
 
         Raises `InvalidIdentifier` (malformed id), `EpisodeNotFound`, or `StoreCorrupted` (an
         unreadable or self-contradicting submission record): the order DESIGN.md asks of callers.
+        With ``request``: also `InvalidRequest`, and `RequestConflict` when the episode's submission
+        was made for another request (whatever its state, terminal included).
         """
+        fingerprint = None if request is None else request_fingerprint(request)
         episode = self.store.get(episode_id)
-        self._checked(episode)
+        sub = self._checked(episode)
+        if fingerprint is not None:
+            self._same_request(episode, sub, fingerprint)
         return episode
 
     # -- submit ----------------------------------------------------------------------------------
@@ -157,15 +212,19 @@ class SubmissionLedger:
 
         Returns without calling the provider when the submission is already ``accepted`` or
         terminal (``succeeded``/``failed``: check ``episode.submission.state``); a 4xx rejection
-        returns the episode ``failed``. Raises `BudgetExceeded` (nothing sent),
-        `SubmissionStateUnknown` (capability (c): run reconcile), `SubmissionInProgress`,
-        `ProviderUnavailable` (nothing sent; retry) or `ProviderOutcomeUnknown` (recorded as
-        ``unknown``; with capability (a) or (b) a retry settles it).
+        returns the episode ``failed``. Raises `InvalidRequest`, `InvalidConfiguration` (an estimate
+        that is not a finite number >= 0), `RequestConflict` (the submission is another request's),
+        `BudgetExceeded` (nothing sent), `SubmissionStateUnknown` (capability (c): run reconcile),
+        `SubmissionInProgress`, `ProviderUnavailable` (nothing sent; retry) or
+        `ProviderOutcomeUnknown` (recorded as ``unknown``; with capability (a) or (b) a retry
+        settles it). Every error text from the provider goes through its ``redact`` (if it has one).
         """
         eid = str(EpisodeId.parse(episode_id))
+        estimated_cost = checked_amount("estimated_cost", estimated_cost)
+        fingerprint = request_fingerprint(request)
         try:
             for _ in range(3):  # a lookup that lost a race starts over; bounded
-                episode = self._attempt(eid, provider, request, estimated_cost)
+                episode = self._attempt(eid, provider, request, estimated_cost, fingerprint)
                 if episode is not None:
                     return episode
             raise SubmissionInProgress(eid, "another process (the record kept changing)")
@@ -175,11 +234,16 @@ class SubmissionLedger:
                     del _active[(self.store.location, eid)]
 
     def _attempt(
-        self, eid: str, provider: PaidProvider, request: Mapping[str, Any], estimated_cost: float | None
+        self,
+        eid: str,
+        provider: PaidProvider,
+        request: Mapping[str, Any],
+        estimated_cost: float | None,
+        fingerprint: str,
     ) -> Episode | None:
         plan: list[str] = []
         episode = self.store.update_in_week(
-            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, plan)
+            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, fingerprint, plan)
         )
         if not plan:
             return episode
@@ -201,9 +265,12 @@ class SubmissionLedger:
         week: list[Episode],
         provider: PaidProvider,
         estimated_cost: float | None,
+        fingerprint: str,
         plan: list[str],
     ) -> Episode:
         sub = self._checked(ep)
+        if sub.state is not _S.NONE:
+            self._same_request(ep, sub, fingerprint)
         if sub.state.terminal or sub.state is _S.ACCEPTED:
             return ep
         if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
@@ -211,7 +278,12 @@ class SubmissionLedger:
         if sub.state is _S.NONE:
             self._check_budget(ep, week, estimated_cost)
             plan.append("call")
-            return self._claimed(ep, "intent written before calling the provider", estimated_cost=estimated_cost)
+            return self._claimed(
+                ep,
+                "intent written before calling the provider",
+                estimated_cost=estimated_cost,
+                request_fingerprint=fingerprint,
+            )
         caps = provider.capabilities
         if caps.idempotent_tokens:
             plan.append("call")
@@ -253,21 +325,30 @@ class SubmissionLedger:
         # If this call certainly sent nothing, go back: to `none` on a first attempt, else to
         # `unknown`, since an earlier attempt's outcome is still not known.
         back = _S.NONE if sub.history[-1]["from"] == _S.NONE.value else _S.UNKNOWN
+        redact = redactor(provider)
         try:
             ref = provider.submit(request, sub.token)
         except ProviderRejected as exc:
-            return self._settle(eid, sub.claimed_by, _S.FAILED, "rejected by the provider", error=str(exc))
+            error = clean_text(_text(exc), redact)
+            return self._settle(eid, sub.claimed_by, _S.FAILED, "rejected by the provider", error=error)
         except ProviderUnavailable as exc:
-            self._settle(eid, sub.claimed_by, back, f"not sent: {exc}", error=str(exc))
-            raise
+            error = clean_text(_text(exc), redact)
+            self._settle(eid, sub.claimed_by, back, f"not sent: {error}", error=error)
+            _reraise_redacted(exc, error)
         except BaseException as exc:
-            self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: record, and let it go
+                self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
+                raise
+            error = clean_text(_text(exc), redact)
+            self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=error)
+            # The original exception stays out of the chain when its text had to be redacted.
+            cause = exc if error == _text(exc) else None
             caps = provider.capabilities
-            if isinstance(exc, Exception) and not (caps.idempotent_tokens or caps.lookup):
-                raise SubmissionStateUnknown(eid, _text(exc)) from exc
-            if isinstance(exc, Exception) and not isinstance(exc, ProviderOutcomeUnknown):
-                raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {_text(exc)}") from exc
-            raise
+            if not (caps.idempotent_tokens or caps.lookup):
+                raise SubmissionStateUnknown(eid, error) from cause
+            if not isinstance(exc, ProviderOutcomeUnknown):
+                raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {error}") from cause
+            _reraise_redacted(exc, error)
         return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
 
     def _settle(self, eid: str, claim: str, state: SubmissionState, note: str, **changes: Any) -> Episode:
@@ -276,20 +357,32 @@ class SubmissionLedger:
         def change(ep: Episode) -> Episode:
             sub = ep.submission
             if sub.state is not _S.SUBMITTING or sub.claimed_by != claim:
+                seen = ", ".join(f"{k}={v}" for k, v in changes.items() if k in ("remote_ref", "error"))
                 raise SubmissionStateUnknown(
-                    eid, f"the record changed to {sub.state.value} during the submit call; outcome: {note} {changes}"
+                    eid, f"the record changed to {sub.state.value} during the submit call; outcome: {note} {seen}"
                 )
             return self._moved(ep, state, note, **changes)
 
         return self.store.update(eid, change)
 
     # -- status ----------------------------------------------------------------------------------
-    def record_status(self, episode_id: EpisodeLike, status: RemoteStatus) -> Episode:
+    def record_status(
+        self, episode_id: EpisodeLike, status: RemoteStatus, *, redact: Callable[[str], str] | None = None
+    ) -> Episode:
         """Persist a status answer: cost, remote state, result; ``succeeded``/``failed`` are terminal.
 
-        A terminal submission is returned unchanged (a late answer never reopens it).
+        A terminal submission is returned unchanged (a late answer never reopens it). A cost that
+        is not a finite number >= 0 is recorded as ``cost_anomaly``, never as the cost; a result
+        over ``result_limit`` (or not storable) as ``result_omitted``; the error text goes through
+        ``redact`` (the provider's, when it has one) and is bounded. None of these fail the call:
+        the job and its reference are kept.
         """
         eid = str(EpisodeId.parse(episode_id))
+        cost, anomaly = status.cost, None
+        if cost is not None and cost_problem(cost):
+            cost, anomaly = None, f"provider reported cost {_short(status.cost)}: {cost_problem(status.cost)}"
+        bounded = bound_result(status.result, self.result_limit)
+        error = None if status.error is None else clean_text(status.error, redact or redactor(None))
 
         def change(ep: Episode) -> Episode:
             sub = self._checked(ep)
@@ -297,16 +390,19 @@ class SubmissionLedger:
                 return ep
             if sub.state is not _S.ACCEPTED:
                 raise IllegalTransition(eid, sub.state.value, status.state.value)
-            cost = status.cost if status.cost is not None else sub.cost
+            costs: dict[str, Any] = {
+                "cost": cost if cost is not None else sub.cost,
+                "cost_anomaly": anomaly or sub.cost_anomaly,
+            }
             if status.state is RemoteState.SUCCEEDED:
-                done = {"cost": cost, "remote_state": status.state.value}
-                return self._moved(ep, _S.SUCCEEDED, "remote job succeeded", result=status.result, **done)
+                done = {**costs, "remote_state": status.state.value, "result_omitted": bounded.omitted}
+                return self._moved(ep, _S.SUCCEEDED, "remote job succeeded", result=bounded.value, **done)
             if status.state is RemoteState.FAILED:
-                error = status.error or "the remote job failed"
-                return self._moved(ep, _S.FAILED, "remote job failed", cost=cost, error=error, remote_state="failed")
-            if (sub.remote_state, sub.cost) == (status.state.value, cost):
+                failed = {**costs, "error": error or "the remote job failed", "remote_state": "failed"}
+                return self._moved(ep, _S.FAILED, "remote job failed", **failed)
+            if (sub.remote_state, sub.cost, sub.cost_anomaly) == (status.state.value, *costs.values()):
                 return ep
-            updated = dataclasses.replace(sub, remote_state=status.state.value, cost=cost)
+            updated = dataclasses.replace(sub, remote_state=status.state.value, **costs)
             return dataclasses.replace(ep, submission=updated)
 
         return self.store.update(eid, change)
@@ -364,6 +460,15 @@ class SubmissionLedger:
         return ep
 
     # -- rules -----------------------------------------------------------------------------------
+    def _same_request(self, ep: Episode, sub: Submission, fingerprint: str) -> None:
+        """`RequestConflict` unless the submission is this request's.
+
+        A submission recorded before fingerprints existed (None) binds nothing: it resumes as it
+        did then, and stays unbound (we cannot prove which request it paid for).
+        """
+        if sub.request_fingerprint is not None and sub.request_fingerprint != fingerprint:
+            raise RequestConflict(ep.episode_id, sub.request_fingerprint, fingerprint)
+
     def _moved(self, ep: Episode, state: SubmissionState, note: str, **changes: Any) -> Episode:
         submission = ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)
         # The job's status follows its paid call, so `list` tells at a glance what is done.
@@ -405,7 +510,11 @@ class SubmissionLedger:
     def _check_budget(self, ep: Episode, week: list[Episode], estimated_cost: float | None) -> None:
         if self.weekly_budget is None:
             return
-        spent = sum(_committed_cost(other.submission) for other in week)
+        committed = {other.episode_id: _committed_cost(other.submission) for other in week}
+        unknown = sorted(eid for eid, cost in committed.items() if cost is None)
+        if unknown:  # fail closed: an anomalous cost without an estimate could be anything
+            raise BudgetUnknowable(ep.episode_id, ep.week_id, self.weekly_budget, unknown)
+        spent = sum(cost for cost in committed.values() if cost is not None)
         requested = estimated_cost or 0.0
         # Without an estimate, a week with nothing left is refused; with one, the sum must fit.
         over = spent + requested > self.weekly_budget or (requested == 0.0 and spent >= self.weekly_budget)
@@ -424,12 +533,18 @@ _JOB_STATUS: Final[Mapping[SubmissionState, EpisodeStatus]] = {
 }
 
 
-def _committed_cost(sub: Submission) -> float:
-    """What a submission counts against the budget: its known cost, else its estimate."""
+def _committed_cost(sub: Submission) -> float | None:
+    """What a submission counts against the budget: its known cost, else its estimate.
+
+    None when it cannot be known: the provider reported something that is no cost and there is no
+    estimate to count instead (`BudgetUnknowable`).
+    """
     if sub.state is _S.NONE:
         return 0.0
     if sub.cost is not None:
         return sub.cost
+    if sub.cost_anomaly is not None:  # it may have been billed, failed or not
+        return sub.estimated_cost
     if sub.state is _S.FAILED:
         return 0.0
     return sub.estimated_cost or 0.0
@@ -437,3 +552,15 @@ def _committed_cost(sub: Submission) -> float:
 
 def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _reraise_redacted(exc: BaseException, text: str) -> NoReturn:
+    """Raise ``exc``, or, if its text had to be redacted, the same provider error with ``text`` only."""
+    if text == _text(exc) or not isinstance(exc, ProviderError):
+        raise exc
+    raise type(exc)(text, status=exc.status) from None

@@ -15,6 +15,7 @@ from ..identity import EpisodeId
 from ..stores.base import EpisodeLike
 from .ledger import SubmissionLedger
 from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
+from .results import clean_text, redactor
 
 __all__ = ["PollTimeout", "wait_for_terminal"]
 
@@ -53,6 +54,7 @@ def wait_for_terminal(
     if the submission is not ``accepted`` (nothing to poll).
     """
     eid = str(EpisodeId.parse(episode_id))
+    redact = redactor(provider)
     deadline = monotonic() + timeout
     delay = max(initial_delay, 0.0)
     last_error: str | None = None
@@ -66,10 +68,10 @@ def wait_for_terminal(
         try:
             status = provider.status(sub.remote_ref)
         except (ProviderUnavailable, ProviderOutcomeUnknown) as exc:
-            last_error = str(exc)
+            last_error = clean_text(str(exc), redact)
         else:
             last_error = None
-            episode = ledger.record_status(eid, status)
+            episode = ledger.record_status(eid, status, redact=redact)
             if episode.submission.state.terminal:
                 return episode
         remaining = deadline - monotonic()

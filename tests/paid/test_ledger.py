@@ -80,7 +80,7 @@ def test_4xx_ends_failed_with_the_providers_message(file_store: EpisodeStore, se
     assert "prompt must not be empty" in (failed.submission.error or "")
     assert "HTTP 422" in (failed.submission.error or "")
     assert server.accepted() == 0 and server.submissions() == 1
-    assert ledger.submit(eid, provider, REQUEST).submission.state is SubmissionState.FAILED
+    assert ledger.submit(eid, provider, request).submission.state is SubmissionState.FAILED
     assert server.submissions() == 1, "a terminal state is final: no call"
 
 

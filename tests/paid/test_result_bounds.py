@@ -1,0 +1,148 @@
+"""Results are bounded before they are kept: a 5 MB answer must not become a 5 MB record.
+
+Against a real HTTP job API (`RawProvider`) whose result is raw JSON text; the stores are real
+(the PostgreSQL one too: its jsonb refuses ``\\u0000``, which JSON itself allows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_idempotent_jobs import EpisodeStore, SubmissionState, safe_json
+from airflow_idempotent_jobs.paid import (
+    DEFAULT_RESULT_LIMIT,
+    RemoteState,
+    RemoteStatus,
+    SubmissionLedger,
+    bound_result,
+    wait_for_terminal,
+)
+from tests.backends import Backend, FileBackend
+from tests.paid.raw_provider import RawProvider
+
+REQUEST = {"prompt": "weekly video"}
+
+
+@pytest.fixture
+def api() -> Iterator[RawProvider]:
+    with RawProvider() as running:
+        yield running
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def nested(depth: int) -> Any:
+    """A list nested ``depth`` levels deep (``depth`` 1 is ``[]``)."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _pay(store: EpisodeStore, api: RawProvider, **options: Any) -> str:
+    eid = store.allocate("2026-W32", "k").episode_id
+    ledger = SubmissionLedger(store, **options)
+    ledger.submit(eid, api.provider(), REQUEST)
+    wait_for_terminal(ledger, eid, api.provider(), timeout=10, initial_delay=0.01)
+    return eid
+
+
+def test_a_5mb_result_is_left_out_with_its_size_and_sha256(
+    file_store: EpisodeStore, api: RawProvider, tmp_path: Path
+) -> None:
+    result = {"frames": ["x" * 1000] * 5000, "url": "https://media.invalid/big.mp4"}
+    api.result = json.dumps(result)
+    eid = _pay(file_store, api)
+    sub = file_store.get(eid).submission
+    assert sub.state is SubmissionState.SUCCEEDED and sub.remote_ref == "job-0"
+    assert sub.result is None and sub.result_omitted is not None
+    assert sub.result_omitted.size == len(canonical(result)) > 5_000_000
+    assert sub.result_omitted.sha256 == hashlib.sha256(canonical(result)).hexdigest()
+    assert sub.result_omitted.limit == DEFAULT_RESULT_LIMIT == 64 * 1024
+    assert "over the limit of 65536" in sub.result_omitted.reason
+    state = FileBackend(tmp_path / "store").state_path(eid)
+    assert state.stat().st_size < 8 * 1024
+
+
+def test_a_small_result_is_kept_as_is(file_store: EpisodeStore, api: RawProvider) -> None:
+    api.result = '{"url": "https://media.invalid/x.mp4", "sizes": [1, 2.5, null], "ok": true}'
+    sub = file_store.get(_pay(file_store, api)).submission
+    assert sub.result == {"url": "https://media.invalid/x.mp4", "sizes": [1, 2.5, None], "ok": True}
+    assert sub.result_omitted is None
+
+
+def test_the_bound_is_configurable(file_store: EpisodeStore, api: RawProvider) -> None:
+    api.result = '{"url": "https://media.invalid/x.mp4"}'
+    sub = file_store.get(_pay(file_store, api, result_limit=16)).submission
+    assert sub.result is None and sub.result_omitted is not None
+    size = len(b'{"url":"https://media.invalid/x.mp4"}')
+    assert (sub.result_omitted.size, sub.result_omitted.limit) == (size, 16)
+
+
+def test_a_result_nested_too_deep_for_the_record_is_left_out(
+    file_store: EpisodeStore, api: RawProvider, tmp_path: Path
+) -> None:
+    """63 levels pass the HTTP answer's own depth check (64 with the answer's object), but the record
+    nests the result two levels down: written as is, no strict reader could read the record back."""
+    api.result = json.dumps(nested(63))
+    eid = _pay(file_store, api)
+    sub = file_store.get(eid).submission
+    assert sub.result is None and sub.result_omitted is not None
+    assert "nested deeper than" in sub.result_omitted.reason
+    assert sub.result_omitted.sha256 == hashlib.sha256(canonical(nested(63))).hexdigest()
+    safe_json.loads(FileBackend(tmp_path / "store").state_path(eid).read_bytes())  # the strict reader reads it
+
+
+def test_a_result_as_deep_as_a_record_can_hold_is_kept(file_store: EpisodeStore, api: RawProvider) -> None:
+    api.result = json.dumps(nested(62))
+    assert file_store.get(_pay(file_store, api)).submission.result == nested(62)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{"n": 10**50}, {"x": float("nan")}, {"x": float("inf")}, {"when": {1, 2}}, {"text": "\ud800"}],
+    ids=["huge-int", "nan", "inf", "set", "surrogate"],
+)
+def test_a_result_no_strict_reader_accepts_is_left_out(file_store: EpisodeStore, result: Any) -> None:
+    """What a Python provider (not HTTP) may hand back: never written into a record we cannot read."""
+    bounded = bound_result(result)
+    assert bounded.value is None and bounded.omitted is not None
+    assert "not storable" in bounded.omitted.reason
+
+
+def test_a_nul_character_is_left_out_on_every_store(backend: Backend, api: RawProvider) -> None:
+    """JSON allows ``\\u0000``; PostgreSQL's jsonb refuses it: the write of the outcome would fail."""
+    api.result = '{"caption": "a\\u0000b"}'
+    api.state, api.error = "error", "bad byte \u0000 here"
+    store = backend.open()
+    try:
+        eid = _pay(store, api)
+        sub = store.get(eid).submission
+        assert sub.state is SubmissionState.FAILED
+        assert sub.error is not None and "\x00" not in sub.error and "bad byte" in sub.error
+        store.close()
+        store = backend.open()
+        eid2 = store.allocate("2026-W32", "ok").episode_id
+        ledger = SubmissionLedger(store)
+        ledger.submit(eid2, api.provider(), REQUEST)
+        done = ledger.record_status(eid2, RemoteStatus(RemoteState.SUCCEEDED, result={"caption": "a\x00b"}))
+        assert done.submission.result is None and done.submission.result_omitted is not None
+        assert "NUL" in done.submission.result_omitted.reason
+        assert store.get(eid2).submission == done.submission
+    finally:
+        store.close()
+
+
+def test_a_long_error_text_is_bounded(file_store: EpisodeStore, api: RawProvider) -> None:
+    api.state, api.error = "error", "e" * 100_000
+    sub = file_store.get(_pay(file_store, api)).submission
+    assert sub.state is SubmissionState.FAILED
+    assert sub.error is not None and len(sub.error) < 2100 and "(100000 characters)" in sub.error
