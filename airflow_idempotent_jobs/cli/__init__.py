@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import Final
 
 from ..errors import IdempotentJobsError
-from ._common import CliError, Parser, exit_code_for, lock_timeout_seconds
+from ._common import EXIT, CliError, Parser, exit_code_for, lock_timeout_seconds
+from ._output import OutputFailed, guarded_streams, visible
 
 __all__ = ["main"]
 
 #: Modules under ``cli/`` that each add their commands with ``register(subparsers)``.
 COMMAND_MODULES = ("episodes", "migrate", "reconcile")
+#: Set to print the traceback of an internal error (a bug) before its one-line report.
+TRACEBACK_ENV: Final = "IDEMPOTENT_JOBS_TRACEBACK"
 
 
 def build_parser() -> Parser:
@@ -31,18 +37,44 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; every failure ends as one stderr line and its exit code, never a traceback."""
+    with guarded_streams():
+        code = _run(argv)
+        try:
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, while we can still say so
+        except OutputFailed as exc:
+            code = _fail(str(exc), EXIT["store"])
+        sys.stderr.flush()
+        return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
+        args = build_parser().parse_args(argv)
         code: int = args.func(args)
         return code
+    except SystemExit as exc:  # argparse: --help (0) or a usage error it already reported (2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT["usage"])
+    except OutputFailed as exc:
+        return _fail(str(exc), EXIT["store"])
     except CliError as exc:
         return _fail(str(exc), exc.code)
     except IdempotentJobsError as exc:
         return _fail(str(exc), exit_code_for(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except OSError as exc:  # the file system refused something no layer below translated
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"{exc.strerror or exc}{where}", EXIT["store"])
+    except Exception as exc:  # a bug; exit 5 keeps it apart from 1 (check found problems) and 2
+        if os.environ.get(TRACEBACK_ENV):
+            traceback.print_exc()
+        return _fail(
+            f"internal error: {type(exc).__name__}: {exc} (set {TRACEBACK_ENV}=1 for the traceback)", EXIT["store"]
+        )
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"idempotent-jobs: error: {message}\n")
+    """One line on stderr, whatever the message holds (its newlines and controls are escaped)."""
+    sys.stderr.write(f"idempotent-jobs: error: {visible(message)}\n")
     return code

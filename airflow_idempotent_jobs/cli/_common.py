@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -11,6 +10,7 @@ from typing import Any, Final, NoReturn
 
 from ..errors import IdempotentJobsError
 from ..stores import EpisodeStore, open_store
+from ._output import json_line
 
 __all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json", "lock_timeout_seconds"]
 
@@ -70,4 +70,5 @@ def open_cli_store(args: argparse.Namespace, **options: Any) -> EpisodeStore:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, sort_keys=True, ensure_ascii=False) + "\n")
+    """One line of JSON; characters that are not printable are ``\\u`` escapes, never raw."""
+    sys.stdout.write(json_line(data) + "\n")

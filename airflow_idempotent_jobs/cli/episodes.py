@@ -12,6 +12,7 @@ from ..identity import WeekId, resolve_timezone
 from ..stores import FileEpisodeStore
 from ..verify import check_store
 from ._common import EXIT, CliError, open_cli_store, print_json
+from ._output import OutputFailed, visible
 
 __all__ = ["register"]
 
@@ -63,7 +64,12 @@ def _allocate(args: argparse.Namespace) -> int:
     week = _week_from_args(args)
     with open_cli_store(args) as store:
         episode = store.allocate(week, args.key, args.fingerprint)
-    sys.stdout.write(episode.episode_id + "\n")
+    try:
+        sys.stdout.write(episode.episode_id + "\n")
+        sys.stdout.flush()
+    except OutputFailed as exc:
+        again = f"{episode.episode_id} is allocated for this key: the same command prints it again"
+        raise OutputFailed(exc.stream, f"{exc.reason}; {again}") from None
     verb = "reused" if episode.reused else "allocated"
     sys.stderr.write(f"{verb} {episode.episode_id} for key {episode.allocation_key!r}\n")
     return EXIT["ok"]
@@ -89,17 +95,23 @@ def _list(args: argparse.Namespace) -> int:
 
 def format_table(episodes: list[Episode]) -> str:
     header = ("EPISODE", "STATUS", "SUBMISSION", "COST", "CREATED", "KEY")
-    rows = [header] + [
-        (
-            e.episode_id,
-            e.status.value,
-            e.submission.state.value + (f" {e.submission.remote_ref}" if e.submission.remote_ref else ""),
-            "" if e.submission.cost is None else f"{e.submission.cost:.2f}",
-            e.created_at[:19].replace("T", " "),
-            e.allocation_key if len(e.allocation_key) <= 60 else e.allocation_key[:57] + "...",
-        )
-        for e in episodes
-    ]
+    rows = (
+        [header]
+        + [
+            tuple(
+                visible(cell)  # stored text: a remote reference or a key may hold what a terminal obeys
+                for cell in (
+                    e.episode_id,
+                    e.status.value,
+                    e.submission.state.value + (f" {e.submission.remote_ref}" if e.submission.remote_ref else ""),
+                    "" if e.submission.cost is None else f"{e.submission.cost:.2f}",
+                    e.created_at[:19].replace("T", " "),
+                    e.allocation_key if len(e.allocation_key) <= 60 else e.allocation_key[:57] + "...",
+                )
+            )
+            for e in episodes
+        ]
+    )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     footer = f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''}"
@@ -116,7 +128,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.json:
             print_json(problem.to_dict())
         else:
-            sys.stdout.write(f"{problem}\n")
+            sys.stdout.write(f"{visible(str(problem))}\n")  # one line per problem, whatever it quotes
     if not args.json:
         sys.stderr.write(f"check: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n")
     return EXIT["problems"] if problems else EXIT["ok"]

@@ -11,6 +11,7 @@ from ..migration.apply import MigrationPlan, apply_migration, counted, load_key_
 from ..migration.legacy import SkippedSource
 from ..stores import FileEpisodeStore
 from ._common import EXIT, CliError, open_cli_store
+from ._output import visible
 
 __all__ = ["register"]
 
@@ -76,9 +77,9 @@ def _print_plan(plan: MigrationPlan) -> None:
 
 def _print_skipped(skipped: list[SkippedSource] | tuple[SkippedSource, ...]) -> None:
     for item in skipped:
-        sys.stderr.write(f"skipped {item.where}: {item.reason}\n")
+        sys.stderr.write(visible(f"skipped {item.where}: {item.reason}") + "\n")
 
 
 def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    sys.stdout.write(visible(line) + "\n")
     sys.stdout.flush()
