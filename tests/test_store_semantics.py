@@ -175,7 +175,7 @@ def test_find_returns_the_holder_or_none(store: EpisodeStore) -> None:
     assert found.episode_id == held.episode_id
     assert store.find("never-allocated") is None
     with pytest.raises(InvalidIdentifier):
-        store.find("bad/key")
+        store.find("bad\nkey")  # keys are opaque text ("/" is fine since 1bd0900), but never a control
 
 
 def test_list_filters_by_week_and_orders_by_week_then_sequence(store: EpisodeStore) -> None:

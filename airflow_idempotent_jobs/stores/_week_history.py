@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from .. import safe_json
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
-from .durable import write_all
+from .durable import open_regular, read_file, write_all
 
 __all__ = [
     "HISTORY_FILE",
@@ -89,9 +90,9 @@ def history_payload(week: WeekId, highest: int | None, episodes: Iterable[Episod
 
 def _parse(line: bytes, path: str | Path, offset: int) -> Any:
     try:
-        return json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreCorrupted(str(path), f"invalid JSON line at byte {offset} ({exc})") from exc
+        return safe_json.loads(line)
+    except safe_json.UnsafeJson as exc:
+        raise StoreCorrupted(str(path), f"invalid JSON line at byte {offset} ({exc})") from None
 
 
 def _header(line: bytes, path: str | Path, week: WeekId) -> int | None:
@@ -128,7 +129,7 @@ def read_history_tail(path: str | Path, week: WeekId) -> HistoryTail | None:
     Reads at most a few kilobytes from each end, whatever the week's size.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)
     except FileNotFoundError:
         return None
     try:
@@ -167,7 +168,7 @@ def read_history(path: str | Path, week: WeekId) -> tuple[int | None, list[dict[
 
     `FileNotFoundError` passes through. A file without a complete header line gives no entries.
     """
-    raw = Path(path).read_bytes()
+    raw = read_file(path)
     end = raw.rfind(b"\n") + 1
     lines = raw[:end].split(b"\n")[:-1]
     if not lines:
@@ -186,7 +187,7 @@ def append_history(path: str | Path, week: WeekId, tail: HistoryTail | None, epi
     No fsync: the history is derived (see the module docstring).
     """
     payload = b"".join(entry_line(e) for e in episodes)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         if tail is None or not tail.has_header:
             if tail is not None and tail.size:

@@ -1,23 +1,38 @@
-"""Atomic, durable file primitives: write a temp file, fsync it, rename it, fsync the directory."""
+"""Atomic, durable file primitives: write a temp file, fsync it, rename it, fsync the directory.
+
+Also the store's rules for reading what anyone could have put in its directory: never follow a
+symbolic link (`require_dir`, `open_regular`), open nothing but regular files (a FIFO would block
+the reader while it holds the lock, a device would feed it bytes for ever), read at most
+`MAX_READ` bytes, and parse with `safe_json.loads`.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from .. import safe_json
 from ..episode import SCHEMA_VERSION
 from ..errors import StoreCorrupted
 
 __all__ = [
+    "MAX_READ",
+    "SYMLINK",
     "TMP_PREFIX",
     "SyncBatch",
     "dump_json",
+    "file_kind",
     "fsync_dir",
+    "open_regular",
+    "read_file",
     "read_json",
     "read_versioned",
+    "require_dir",
     "tmp_name",
     "write_all",
     "write_durable",
@@ -26,6 +41,79 @@ __all__ = [
 
 #: Every temporary name starts with this; readers skip such entries, a crash may leave them behind.
 TMP_PREFIX = ".tmp-"
+#: The largest store file read: records are kilobytes (a migrated one carries its legacy state).
+MAX_READ: Final = 64 * 1024 * 1024
+#: What every refusal of a link says, so the commands and ``check`` agree word for word.
+SYMLINK: Final = "is a symbolic link (the store never follows links)"
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for messages."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def require_dir(path: str | Path) -> None:
+    """`StoreCorrupted` unless ``path`` is a real directory (a symlink to one is refused, not followed).
+
+    `FileNotFoundError` passes through: absence is the caller's decision.
+    """
+    mode = os.lstat(path).st_mode
+    if stat.S_ISDIR(mode):
+        return
+    if stat.S_ISLNK(mode):
+        raise StoreCorrupted(str(path), SYMLINK)
+    kind = "" if stat.S_ISREG(mode) else f" ({file_kind(mode)})"
+    raise StoreCorrupted(str(path), f"not a directory{kind}")
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """Open ``path`` without following a link; anything but a regular file is `StoreCorrupted`.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once instead of waiting for a writer (and is
+    ignored for regular files). A directory raises `IsADirectoryError`, as ``open`` would.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreCorrupted(str(path), SYMLINK) from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise StoreCorrupted(str(path), "not a regular file (a FIFO)") from None
+        raise
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(kind):
+            raise StoreCorrupted(str(path), f"not a regular file ({file_kind(kind)})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_file(path: str | Path) -> bytes:
+    """The bytes of a regular file (see `open_regular`), at most `MAX_READ` of them."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        chunks, total = [], 0
+        while chunk := os.read(fd, max(65536, size + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_READ:
+                raise StoreCorrupted(str(path), f"larger than {MAX_READ} bytes: not a file this store wrote")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def tmp_name(final: str) -> str:
@@ -117,13 +205,12 @@ def read_json(path: str | Path) -> Any:
 
     `FileNotFoundError` passes through: absence is the caller's decision, not corruption.
     """
-    with open(path, "rb") as handle:  # files are replaced by rename: one read sees one version
-        raw = handle.read()
+    raw = read_file(path)  # files are replaced by rename: one read sees one version
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        detail = "empty file" if not raw.strip() else f"invalid JSON ({exc})"
-        raise StoreCorrupted(str(path), detail) from exc
+        return safe_json.loads(raw)
+    except safe_json.UnsafeJson as exc:
+        detail = "empty file" if not raw.strip() else str(exc)
+        raise StoreCorrupted(str(path), detail) from None
 
 
 def read_versioned(path: str | Path) -> dict[str, Any]:

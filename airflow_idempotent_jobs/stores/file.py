@@ -1,4 +1,4 @@
-"""The embedded default store: one directory per episode, guarded by one ``filelock`` lock.
+"""The embedded default store: one directory per episode, guarded by one ``flock`` (`StoreLock`).
 
 Layout under the root (every JSON file carries ``schema_version``)::
 
@@ -8,12 +8,14 @@ Layout under the root (every JSON file carries ``schema_version``)::
     episodes/<week>/history.jsonl       the week group's history, append-only JSON lines (derived;
                                         may lag by a crash: see `_week_history`)
     episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
-    index/meta.json                     marks the key index as built, with its bucket width
-    index/marker                        the empty file every key marker is a hard link of
-    index/keys/<h2>/<sha256(key)>.<episode_id>   empty marker files: the key index (derived;
-                                        all 256 buckets are made when the index is built)
+    index/...                           the key index: markers and key logs (derived; see `_key_index`)
 
 An allocation's write order and why it is durable are in `FileSession`.
+
+Nothing under the root is ever read or written through a symbolic link, and only regular files
+are opened (see `durable.require_dir` and `durable.open_regular`): a link is `StoreCorrupted`
+naming it. The root itself may be named through a link: it is resolved once, when the store
+object is made.
 
 A ``flock`` protects processes on one host only, and not on NFS: across hosts use the
 PostgreSQL store.
@@ -22,50 +24,34 @@ PostgreSQL store.
 from __future__ import annotations
 
 import builtins
-import errno
-import fcntl
-import hashlib
 import math
 import os
 import shutil
-import time
+import stat
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import filelock
-
 from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import InvalidIdentifier, StoreCorrupted, StoreUnavailable
+from ..errors import AllocationConflict, InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
+from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
+from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, key_digest, log_line
 from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
-from .durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, tmp_name, write_durable
+from .durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, require_dir, tmp_name, write_durable
 
 if TYPE_CHECKING:
     from ..check import CheckReport, EpisodeRule
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
 
-MARKER_TEMPLATE = "marker"
-#: Hex characters of the key digest that name a marker's bucket: 256 buckets keep a lookup's
-#: listing short (80 names at 20 000 episodes) while a young store soon has every bucket made.
-_KEY_BUCKET_CHARS = 2
-#: How often a waiting process probes the lock (see `FileEpisodeStore._acquire_lock`).
-_PROBE_INTERVAL = 0.0005
-#: Errors of ``link`` that mean "this file system will not hard-link here": create the marker instead.
-_NO_LINK_ERRNOS = frozenset({errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
-
-
-def key_digest(allocation_key: str) -> str:
-    return hashlib.sha256(allocation_key.encode("utf-8")).hexdigest()
-
 
 class FileEpisodeStore(EpisodeStore):
-    """Episodes as files under ``root``; safe for many processes on one machine."""
+    """Episodes as files under ``root``; safe for many processes (and threads) on one machine."""
 
     def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
         if math.isnan(lock_timeout):
@@ -73,20 +59,14 @@ class FileEpisodeStore(EpisodeStore):
             raise InvalidIdentifier(
                 "lock timeout", lock_timeout, "must be a number of seconds (negative: wait for ever)"
             )
-        self.root = Path(root).absolute()
+        # Resolved once: a root named through a link is an ordinary name; links inside it are not.
+        self.root = Path(os.path.realpath(root))
         #: The root as text, for the hot path's paths (a pathlib join costs a microsecond each).
         self._root = str(self.root).rstrip("/")
+        self._episodes = f"{self._root}/episodes"
         self.lock_timeout = lock_timeout
-        self._lock = filelock.FileLock(
-            self.root / ".lock",
-            timeout=lock_timeout,
-            # Polling, not blocking: 1 ms keeps throughput under contention.
-            poll_interval=0.001,
-            # Never silently degrade to a lock file that a crash could leave behind.
-            fallback_to_soft=False,
-            preserve_lock_file=True,
-            thread_local=False,
-        )
+        self._lock = StoreLock(f"{self._root}/.lock", lock_timeout)
+        self.index = KeyIndex(self._root)
         self._namespace: str | None = None
         self._ready = False
 
@@ -109,23 +89,20 @@ class FileEpisodeStore(EpisodeStore):
 
     @property
     def index_dir(self) -> Path:
-        return self.root / "index"
+        return Path(self.index.dir)
 
     def key_bucket(self, digest: str) -> Path:
-        return Path(self._bucket(digest))
+        return Path(self.index.bucket(digest))
 
     def _week(self, week: WeekId) -> str:
-        return f"{self._root}/episodes/{week}"
-
-    def _bucket(self, digest: str) -> str:
-        return f"{self._root}/index/keys/{digest[:_KEY_BUCKET_CHARS]}"
+        return f"{self._episodes}/{week}"
 
     # -- port ----------------------------------------------------------------------------------
     @property
     def namespace(self) -> str:
         if self._namespace is None:
             with self.io_errors():
-                meta = self._read_store_meta()
+                meta = self._read_store_meta() if self._root_exists() else None
             if meta is None:
                 with self._session():
                     pass
@@ -137,10 +114,10 @@ class FileEpisodeStore(EpisodeStore):
     @contextmanager
     def _session(self) -> Iterator[FileSession]:
         try:
-            if not self._ready:
+            if not self._root_exists():
                 self.root.mkdir(parents=True, exist_ok=True)
-            self._acquire_lock()
-        except filelock.Timeout as exc:
+            self._lock.acquire()
+        except LockTimeout as exc:
             raise StoreUnavailable(
                 f"could not lock the store {self.root} within {self.lock_timeout:g}s (another process holds it)"
             ) from exc
@@ -155,6 +132,14 @@ class FileEpisodeStore(EpisodeStore):
         finally:
             self._lock.release()
 
+    def _root_exists(self) -> bool:
+        """False when there is no store yet; `StoreCorrupted` when the root is not a real directory."""
+        try:
+            require_dir(self._root)
+        except FileNotFoundError:
+            return False
+        return True
+
     def _io_error(self, exc: OSError) -> StoreUnavailable:
         """A file system error (a file turned directory, EIO) as the one error callers and the CLI see."""
         where = exc.filename or self.root
@@ -168,55 +153,24 @@ class FileEpisodeStore(EpisodeStore):
         except OSError as exc:
             raise self._io_error(exc) from exc
 
-    def _acquire_lock(self) -> None:
-        """Take the ``filelock`` lock; while another process holds it, wait by a cheap probe.
-
-        A refused ``filelock`` attempt costs about 45 us of CPU; seven waiters polling every
-        millisecond burn a third of a core that the holder needs on a small machine. So a waiter
-        probes the same ``flock`` with a bare non-blocking call on its own descriptor (about 1 us),
-        lets go at once, and only then asks ``filelock``, which may still lose the race and wait again.
-        """
-        try:
-            self._lock.acquire(blocking=False)
-            return
-        except filelock.Timeout:
-            pass
-        # A negative timeout waits for ever, as in ``filelock``.
-        deadline = time.monotonic() + self.lock_timeout if self.lock_timeout >= 0 else float("inf")
-        probe = os.open(self._lock.lock_file, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            while True:
-                time.sleep(_PROBE_INTERVAL)
-                try:
-                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise filelock.Timeout(self._lock.lock_file) from None
-                    continue
-                fcntl.flock(probe, fcntl.LOCK_UN)
-                try:
-                    self._lock.acquire(blocking=False)
-                    return
-                except filelock.Timeout:
-                    if time.monotonic() >= deadline:
-                        raise
-
-        finally:
-            os.close(probe)
-
     def _read(self, episode_id: EpisodeId) -> Episode | None:
         with self.io_errors():
-            return self._load(episode_id)
+            return self._load(episode_id) if self._root_exists() else None
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
         with self.io_errors():
-            if not (self.index_dir / "meta.json").exists():
-                return [e for e in self._scan(None) if e.allocation_key == allocation_key]
-            return self._indexed_holders(allocation_key)
+            if not self._root_exists():
+                return []
+            if os.path.lexists(self.index.meta):
+                try:
+                    return self.holders(allocation_key, repair=False)
+                except IndexDamaged:
+                    pass  # rebuilt by the next locked call; until then the records answer
+            return [e for e in self._scan(None) if e.allocation_key == allocation_key]
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
         with self.io_errors():
-            return list(self._scan(week))
+            return list(self._scan(week)) if self._root_exists() else []
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): never locks, never writes, never repairs."""
@@ -229,6 +183,62 @@ class FileEpisodeStore(EpisodeStore):
         """Rebuild the key index and week histories from the episode files; returns episodes seen."""
         with self._session():
             return self._rebuild_index()
+
+    # -- the key index -------------------------------------------------------------------------
+    def holders(self, allocation_key: str, *, repair: bool) -> builtins.list[Episode]:
+        """Every committed episode carrying the key, as far as the index and the holders' weeks tell.
+
+        Both index records are read; a log line whose episode is gone or now carries another key
+        fails closed. The week of each holder is then read whole (a retry is rare, and a week is
+        small): a record copied in from a backup or edited by hand to carry the key shows up as a
+        second holder. ``repair`` (under the lock) gives holders back the index entries they lack.
+        `IndexDamaged` passes through.
+        """
+        lookup = self.index.lookup(allocation_key)
+        found: dict[str, Episode] = {}
+        for text in sorted(lookup.marked | lookup.logged):
+            episode_id = EpisodeId.parse(text)
+            episode = self._load(episode_id)
+            vouched = text in lookup.logged
+            if episode is None or episode.allocation_key != allocation_key:
+                if vouched:
+                    self._vouched_but_gone(allocation_key, episode_id, episode)
+                continue  # a marker left by an allocation that crashed before its commit
+            found[text] = episode
+            if repair and (text not in lookup.marked or not vouched):
+                self.index.repair(lookup.digest, text, marker=text not in lookup.marked, log=not vouched)
+        for week in sorted({EpisodeId.parse(text).week for text in found}):
+            for other in self._scan(week):
+                if other.allocation_key == allocation_key and other.episode_id not in found:
+                    found[other.episode_id] = other
+                    if repair:
+                        self.index.repair(lookup.digest, other.episode_id, marker=True, log=True)
+        return list(found.values())
+
+    def _vouched_but_gone(self, allocation_key: str, episode_id: EpisodeId, episode: Episode | None) -> None:
+        """Fail closed: the key log proves ``episode_id`` was committed for this key."""
+        if episode is None:
+            raise StoreCorrupted(
+                str(self.state_path(episode_id)),
+                f"missing, but the key log records {episode_id} as allocated for {allocation_key!r} "
+                "(restore the episode from a backup; rebuild-index would forget it)",
+            )
+        raise AllocationConflict(
+            allocation_key,
+            f"the key log records {episode_id} as allocated for this key, but its record now carries "
+            f"{episode.allocation_key!r} (edited by hand? see idempotent-jobs check)",
+            (str(episode_id),),
+        )
+
+    def index_committed(self, episodes: builtins.list[Episode]) -> None:
+        """After a commit: give committed episodes the markers and key-log lines they lack (best effort)."""
+        for episode in episodes:
+            digest = key_digest(episode.allocation_key)
+            try:
+                logged = episode.episode_id in self.index.logged(digest)
+            except IndexDamaged:
+                continue  # the next lookup of that bucket rebuilds the index
+            self.index.repair(digest, episode.episode_id, marker=True, log=not logged)
 
     # -- internals -----------------------------------------------------------------------------
     def _read_store_meta(self) -> str | None:
@@ -243,44 +253,66 @@ class FileEpisodeStore(EpisodeStore):
         return namespace
 
     def _initialise(self) -> None:
-        """Under the lock: create ``store.json``, the marker template and the key index when missing."""
+        """Under the lock: create ``store.json`` when missing; (re)build a missing or outdated key index."""
         namespace = self._read_store_meta()
         if namespace is None:
             namespace = uuid.uuid4().hex
             meta = {"schema_version": SCHEMA_VERSION, "namespace": namespace, "created_at": utc_now()}
             write_durable(self.root / "store.json", meta)
-        meta_path = self.index_dir / "meta.json"
-        if meta_path.exists():
-            if read_versioned(meta_path).get("bucket_chars") != _KEY_BUCKET_CHARS:
-                self._rebuild_index()  # built with another bucket width: lookups would miss
-        else:
+        try:
+            self.index.require_dirs()
+            index_meta = read_versioned(self.index.meta)
+            # Built with another bucket width or layout: lookups would miss.
+            built = (index_meta.get("bucket_chars"), index_meta.get("layout")) == (BUCKET_CHARS, LAYOUT)
+        except (FileNotFoundError, IndexDamaged):
+            built = False
+        if not built:
             self._rebuild_index()
         self._namespace = namespace
         self._ready = True
 
     def _rebuild_index(self) -> int:
-        meta_path = self.index_dir / "meta.json"
-        meta_path.unlink(missing_ok=True)
-        episodes = list(self._scan(None))
-        keys_dir = self.index_dir / "keys"
-        if keys_dir.exists():
-            shutil.rmtree(keys_dir)
+        index = self.index
+        episodes = list(self._scan(None))  # first: a record that cannot be read stops it, unchanged
+        try:
+            os.unlink(index.meta)  # a rebuild cut short leaves no meta.json, so the next open rebuilds
+        except FileNotFoundError:
+            pass
         batch = SyncBatch()
         try:
-            if not self.index_dir.is_dir():
-                self.index_dir.mkdir(parents=True)
-                batch.directory(self.root)
-            if not (self.index_dir / MARKER_TEMPLATE).exists():
-                self._new_marker_template(batch)
-            # Every bucket up front: a one-time cost (256 directories, tens of ms) instead of an
-            # extra directory and fsync on most allocations of a young store.
-            keys_dir.mkdir()
-            for n in range(16**_KEY_BUCKET_CHARS):
-                (keys_dir / f"{n:0{_KEY_BUCKET_CHARS}x}").mkdir()
-            batch.directory(keys_dir)
-            batch.directory(self.index_dir)
+            try:
+                require_dir(index.dir)
+            except FileNotFoundError:
+                os.mkdir(index.dir)
+                batch.directory(self._root)
+            for directory in (index.keys, index.logs):
+                try:
+                    require_dir(directory)  # never remove through a link
+                    shutil.rmtree(directory)
+                except FileNotFoundError:
+                    pass
+            if not os.path.lexists(index.template):
+                index.new_template(batch)
+            # Every bucket and log up front: a one-time cost (512 entries, tens of ms) that lets a
+            # missing one be told apart from one never needed.
+            lines: dict[str, builtins.list[bytes]] = {}
             for episode in episodes:
-                self._write_marker(episode, batch)
+                digest = key_digest(episode.allocation_key)
+                lines.setdefault(digest[:BUCKET_CHARS], []).append(log_line(digest, episode.episode_id))
+            os.mkdir(index.keys)
+            os.mkdir(index.logs)
+            for n in range(16**BUCKET_CHARS):
+                name = f"{n:0{BUCKET_CHARS}x}"
+                os.mkdir(f"{index.keys}/{name}")
+                if name in lines:
+                    batch.create(f"{index.logs}/{name}.log", b"".join(lines[name]))
+                else:  # no data to sync: the directory's fsync makes the empty file last
+                    os.close(os.open(f"{index.logs}/{name}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            batch.directory(index.keys)
+            batch.directory(index.logs)
+            batch.directory(index.dir)
+            for episode in episodes:
+                index.write_marker(key_digest(episode.allocation_key), episode.episode_id, batch, [])
             by_week: dict[str, builtins.list[Episode]] = {}
             for episode in episodes:
                 by_week.setdefault(episode.week_id, []).append(episode)
@@ -300,8 +332,8 @@ class FileEpisodeStore(EpisodeStore):
             os.replace(tmp, final)
             batch.directory(final.parent)
         batch.flush()
-        meta = {"schema_version": SCHEMA_VERSION, "kind": "key-index", "bucket_chars": _KEY_BUCKET_CHARS}
-        write_durable(meta_path, {**meta, "built_at": utc_now()})
+        meta = {"schema_version": SCHEMA_VERSION, "kind": "key-index", "bucket_chars": BUCKET_CHARS, "layout": LAYOUT}
+        write_durable(Path(index.meta), {**meta, "built_at": utc_now()})
         return len(episodes)
 
     def history_highest(self, week: WeekId, *, whole: bool = False) -> int | None:
@@ -316,95 +348,42 @@ class FileEpisodeStore(EpisodeStore):
             return None
         return max([e["sequence"] for e in entries] + ([highest] if highest is not None else []), default=None)
 
-    def _write_marker(self, episode: Episode, batch: SyncBatch, created: builtins.list[str] | None = None) -> None:
-        """Add the key-index marker for ``episode``; ``batch`` will fsync the directories it touched.
-
-        Paths this call creates are appended to ``created``, so a failed write can take them back.
-
-        A marker is a hard link of one empty template file: creating an inode costs far more than
-        adding a name (0.5 ms against 0.01 ms on the reference ext4 disk), and markers carry no data.
-        """
-        digest = key_digest(episode.allocation_key)
-        bucket = self._bucket(digest)
-        marker = f"{bucket}/{digest}.{episode.episode_id}"
-        template = f"{self._root}/index/{MARKER_TEMPLATE}"
-        made = [] if created is None else created
-        for attempt in range(3):
-            try:
-                os.link(template, marker)
-                made.append(marker)
-                break
-            except FileExistsError:
-                break  # left by an interrupted write of this very episode: already in place
-            except FileNotFoundError:
-                if attempt == 2:
-                    raise
-                if not os.path.isdir(bucket):
-                    os.makedirs(bucket, exist_ok=True)
-                    made.append(bucket)
-                    batch.directory(os.path.dirname(bucket))
-                if not os.path.exists(template):
-                    self._new_marker_template(batch)
-            except OSError as exc:
-                if exc.errno not in _NO_LINK_ERRNOS:
-                    raise
-                # Too many links (ext4 allows 65 000) or no hard links here: a fresh empty file
-                # does as well; the next marker links a fresh template.
-                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644))
-                made.append(marker)
-                if exc.errno == errno.EMLINK:
-                    self._new_marker_template(batch)
-                break
-        batch.directory(bucket)
-
-    def _new_marker_template(self, batch: SyncBatch) -> None:
-        template = self.index_dir / MARKER_TEMPLATE
-        template.parent.mkdir(parents=True, exist_ok=True)
-        tmp = template.with_name(tmp_name(MARKER_TEMPLATE))
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        os.replace(tmp, template)  # markers linked to an older template keep it alive
-        batch.directory(template.parent)
-
-    def _indexed_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        digest = key_digest(allocation_key)
-        bucket = self._bucket(digest)
+    def _load(self, episode_id: EpisodeId, *, dirs_checked: bool = False) -> Episode | None:
+        """The committed record, None if there is none; ``dirs_checked``: its week was verified."""
+        week_dir = f"{self._episodes}/{episode_id.week}"
+        directory = f"{week_dir}/{episode_id}"
+        path = f"{directory}/{STATE_FILE}"
         try:
-            names = os.listdir(bucket)
-        except FileNotFoundError:
-            return []
-        holders = []
-        prefix = digest + "."
-        for name in [n for n in names if n.startswith(prefix)]:  # a bucket holds ~1/256 of all keys
-            try:
-                episode_id = EpisodeId.parse(name[len(digest) + 1 :])
-            except ValueError as exc:
-                raise StoreCorrupted(f"{bucket}/{name}", "index entry names no valid episode id") from exc
-            episode = self._load(episode_id)
-            # A marker whose episode was never committed, or was committed for another key by a
-            # later allocation, is the leftover of an interrupted write: not a holder.
-            if episode is not None and episode.allocation_key == allocation_key:
-                holders.append(episode)
-        return holders
-
-    def _load(self, episode_id: EpisodeId) -> Episode | None:
-        path = f"{self._week(episode_id.week)}/{episode_id}/{STATE_FILE}"
-        try:
+            if not dirs_checked:
+                require_dir(self._episodes)
+                require_dir(week_dir)
+            require_dir(directory)
             data = read_json(path)
-        except (FileNotFoundError, NotADirectoryError):
+        except FileNotFoundError:
             return None
         episode = Episode.from_record(data, path)
         if episode.episode_id != str(episode_id):
             raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
         return episode
 
+    def week_stat(self, week: WeekId) -> os.stat_result | None:
+        """The week directory's own status (never through a link), None if the week has none."""
+        path = self._week(week)
+        try:
+            require_dir(self._episodes)
+            status = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(status.st_mode):
+            require_dir(path)  # raises, naming what it is
+        return status
+
     def committed_ids(self, week: WeekId) -> builtins.list[EpisodeId]:
         """Ids of the episode directories in ``week`` (temp leftovers and strangers skipped)."""
-        try:
-            names = os.listdir(self._week(week))
-        except FileNotFoundError:
+        if self.week_stat(week) is None:
             return []
         ids = []
-        for name in names:
+        for name in os.listdir(self._week(week)):
             if name.startswith(TMP_PREFIX) or name == HISTORY_FILE:
                 continue
             try:
@@ -417,11 +396,11 @@ class FileEpisodeStore(EpisodeStore):
 
     def weeks(self) -> builtins.list[WeekId]:
         try:
-            names = os.listdir(self.root / "episodes")
+            require_dir(self._episodes)
         except FileNotFoundError:
             return []
         weeks = []
-        for name in names:
+        for name in os.listdir(self._episodes):
             try:
                 weeks.append(WeekId.parse(name))
             except ValueError:
@@ -431,6 +410,6 @@ class FileEpisodeStore(EpisodeStore):
     def _scan(self, week: WeekId | None) -> Iterator[Episode]:
         for each_week in [week] if week is not None else self.weeks():
             for episode_id in self.committed_ids(each_week):
-                episode = self._load(episode_id)
+                episode = self._load(episode_id, dirs_checked=True)
                 if episode is not None:
                     yield episode

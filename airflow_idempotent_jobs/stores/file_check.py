@@ -1,8 +1,13 @@
-"""Read-only verification of a file store's tree: never locks, never writes, never repairs."""
+"""Read-only verification of a file store's tree: never locks, never writes, never repairs.
+
+Like the store, it never follows a link and opens only regular files; unlike the store, it walks
+the whole tree, so it reports every link and every special file inside it, wherever it is.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -10,8 +15,9 @@ from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, uni
 from ..episode import Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
+from ._key_index import BUCKET_CHARS, parse_log_line
 from ._week_history import HISTORY_FILE, read_history
-from .durable import TMP_PREFIX, read_json, read_versioned
+from .durable import SYMLINK, TMP_PREFIX, file_kind, read_file, read_json, read_versioned, require_dir
 from .file import STATE_FILE, FileEpisodeStore, key_digest
 
 __all__ = ["check_file_store"]
@@ -21,8 +27,14 @@ def check_file_store(
     store: FileEpisodeStore, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()
 ) -> CheckReport:
     problems: list[Problem] = []
-    if not store.root.is_dir():
+    try:
+        require_dir(store.root)
+    except FileNotFoundError:
         return CheckReport([Problem(str(store.root), "store root does not exist")])
+    except StoreCorrupted as exc:
+        return CheckReport([Problem(exc.where, exc.reason)])
+    if not only:
+        problems += _strange_entries(store.root)
     problems += _check_meta(store.root / "store.json", store._read_store_meta)
     episodes: list[Episode] = []
     weeks = sorted({e.week for e in only}) if only else _week_dirs(store, problems)
@@ -35,8 +47,32 @@ def check_file_store(
                 problems.append(Problem(str(episode_id), "episode not found"))
     else:
         problems += unique_keys(episodes)
-    problems += _check_index(store, episodes)
-    return CheckReport(problems, episodes)
+    problems += _check_index(store, episodes, whole=not only)
+    # A link or a FIFO is met by the walk and by the reader that refuses it: say it once.
+    return CheckReport(list(dict.fromkeys(problems)), episodes)
+
+
+def _strange_entries(root: Path) -> list[Problem]:
+    """Every symbolic link and every file that is neither a regular file nor a directory, not followed."""
+    problems, stack = [], [str(root)]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue  # the checks below report what they cannot read, with what it is
+        for entry in sorted(entries, key=lambda e: e.name):
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                problems.append(Problem(entry.path, SYMLINK))
+            elif stat.S_ISDIR(mode):
+                stack.append(entry.path)
+            elif not stat.S_ISREG(mode):
+                problems.append(Problem(entry.path, f"not a regular file ({file_kind(mode)})"))
+    return problems
 
 
 def _check_meta(path: Path, read: Callable[[], object]) -> list[Problem]:
@@ -53,8 +89,13 @@ def _check_meta(path: Path, read: Callable[[], object]) -> list[Problem]:
 def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]:
     base = store.root / "episodes"
     try:
+        if os.path.islink(base):
+            raise StoreCorrupted(str(base), SYMLINK)
         names = sorted(os.listdir(base))
     except FileNotFoundError:
+        return []
+    except StoreCorrupted as exc:
+        problems.append(Problem(exc.where, exc.reason))
         return []
     except OSError as exc:  # check reports what it cannot read; it never stops on it
         problems.append(Problem(str(base), f"unreadable: {exc.strerror}"))
@@ -80,8 +121,14 @@ def _check_week(
     week_dir = store.week_dir(week)
     episodes: list[Episode] = []
     try:
+        for directory in (week_dir.parent, week_dir):
+            if os.path.islink(directory):
+                raise StoreCorrupted(str(directory), SYMLINK)
         names = sorted(os.listdir(week_dir))
     except FileNotFoundError:
+        return episodes
+    except StoreCorrupted as exc:
+        problems.append(Problem(exc.where, exc.reason))
         return episodes
     except OSError as exc:
         problems.append(Problem(str(week_dir), f"unreadable: {exc.strerror}"))
@@ -113,6 +160,7 @@ def _check_week(
 
 def _load(path: Path, episode_id: EpisodeId, problems: list[Problem]) -> Episode | None:
     try:
+        require_dir(path.parent)
         episode = Episode.from_record(read_json(path), str(path))
     except FileNotFoundError:
         problems.append(Problem(str(path), "missing"))
@@ -162,15 +210,64 @@ def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode
     return problems
 
 
-def _check_index(store: FileEpisodeStore, episodes: list[Episode]) -> list[Problem]:
-    meta = store.index_dir / "meta.json"
-    if not meta.exists():
-        # No index yet: the next write builds it from the episode files.
-        return []
+def _check_index(store: FileEpisodeStore, episodes: list[Episode], *, whole: bool) -> list[Problem]:
+    """Markers for every episode read; with ``whole``, every bucket, every log and every log line.
+
+    A key log that lags behind the records (an episode without its line) is the normal leftover
+    of a crash: the next allocation or retry adds the line. A line whose episode is missing or
+    carries another key is not: allocation fails closed on that key.
+    """
+    index = store.index
+    try:
+        require_dir(index.dir)
+    except FileNotFoundError:
+        return []  # no index yet: the next write builds it from the episode files
+    except StoreCorrupted as exc:
+        return [Problem(exc.where, exc.reason)]
+    meta = Path(index.meta)
+    if not os.path.lexists(meta):
+        return []  # not built yet, or being rebuilt: the next write builds it
     problems = _check_meta(meta, lambda: read_versioned(meta))
     for episode in episodes:
         digest = key_digest(episode.allocation_key)
-        marker = store.key_bucket(digest) / f"{digest}.{episode.episode_id}"
-        if not marker.exists():
+        marker = Path(index.marker(digest, episode.episode_id))
+        if not os.path.lexists(marker):
             problems.append(Problem(str(marker), f"key index misses {episode.episode_id}"))
+    if whole:
+        problems += _check_logs(store, {e.episode_id: e for e in episodes})
+    return problems
+
+
+def _check_logs(store: FileEpisodeStore, by_id: dict[str, Episode]) -> list[Problem]:
+    index, problems = store.index, []
+    for n in range(16**BUCKET_CHARS):
+        name = f"{n:0{BUCKET_CHARS}x}"
+        for path in (f"{index.keys}/{name}", f"{index.logs}/{name}.log"):
+            if not os.path.lexists(path):
+                problems.append(Problem(path, "missing from the key index (the next allocation rebuilds it)"))
+        path = f"{index.logs}/{name}.log"
+        try:
+            raw = read_file(path)
+        except FileNotFoundError:
+            continue
+        except StoreCorrupted as exc:
+            problems.append(Problem(exc.where, exc.reason))
+            continue
+        except OSError as exc:
+            problems.append(Problem(path, f"unreadable: {exc.strerror}"))
+            continue
+        offset = 0
+        for line in raw[: raw.rfind(b"\n") + 1].split(b"\n")[:-1]:
+            try:
+                digest, episode_id = parse_log_line(line, path, offset)
+            except StoreCorrupted as exc:
+                problems.append(Problem(exc.where, exc.reason))
+                break
+            offset += len(line) + 1
+            episode = by_id.get(episode_id)
+            if episode is None:
+                if not store.week_dir(EpisodeId.parse(episode_id).week).joinpath(episode_id).exists():
+                    problems.append(Problem(path, f"key log records {episode_id}, which does not exist"))
+            elif key_digest(episode.allocation_key) != digest:
+                problems.append(Problem(path, f"key log records {episode_id} for a key its record does not carry"))
     return problems

@@ -1,0 +1,58 @@
+"""The file store's lock: one owner of the policy (waiting, timeout), shared safely by threads.
+
+Airflow's triggerer and any threaded caller may share one store object. Its lock must exclude
+the other threads of the process as well as other processes: a lock that only counts re-entries
+would let a second thread walk into the critical section and take the same sequence.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.episode import Episode
+from airflow_idempotent_jobs.verify import check_store
+
+THREADS = 8
+PER_THREAD = 15
+
+
+def test_threads_sharing_one_store_object_get_distinct_contiguous_sequences(tmp_path: Path) -> None:
+    store = FileEpisodeStore(tmp_path / "store")
+    store.allocate("2026-W01", "warm")
+    start = threading.Barrier(THREADS)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        start.wait()
+        try:
+            for i in range(PER_THREAD):
+                results.append(store.allocate("2026-W32", f"t{n}-{i}").episode_id)
+        except BaseException as exc:  # reported below: the assertion is about every thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    total = THREADS * PER_THREAD
+    assert sorted(results, key=lambda e: int(e.rsplit("-", 1)[1])) == [f"2026-W32-{n}" for n in range(total)]
+    assert [e.sequence for e in store.list("2026-W32")] == list(range(total))
+    assert check_store(store) == []
+
+
+def test_a_store_used_inside_its_own_update_does_not_deadlock(tmp_path: Path) -> None:
+    """Re-entry from the same thread (a change function that reads through the lock) still works."""
+    store = FileEpisodeStore(tmp_path / "store", lock_timeout=5)
+    store.allocate("2026-W32", "k0")
+
+    def change(episode: Episode) -> Episode:
+        store.allocate("2026-W32", "k1")
+        return episode
+
+    store.update("2026-W32-0", change)
+    assert [e.episode_id for e in store.list()] == ["2026-W32-0", "2026-W32-1"]
