@@ -32,7 +32,8 @@ from typing import Any
 import psycopg
 
 REPO = Path(__file__).resolve().parent.parent
-DAG_FILE = Path(__file__).resolve().parent / "dags" / "ij_distributed.py"
+DAG_FILES = sorted((Path(__file__).resolve().parent / "dags").glob("*.py"))
+DAG_IDS = ("ij_distributed", "ij_no_store")
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 PG_HOST, PG_PORT, PG_USER = (
     os.environ.get("PGHOST", "127.0.0.1"),
@@ -145,7 +146,8 @@ class Deployment:
         self._flush_broker()
         for name in ("control", *WORKERS):
             (self.home(name) / "dags").mkdir(parents=True, exist_ok=True)
-            shutil.copy(DAG_FILE, self.home(name) / "dags" / DAG_FILE.name)
+            for dag_file in DAG_FILES:
+                shutil.copy(dag_file, self.home(name) / "dags" / dag_file.name)
         self._start_provider()
         say(f"provider server at {self.provider_url}")
         started = time.monotonic()
@@ -162,7 +164,7 @@ class Deployment:
             command = [AIRFLOW, "celery", "worker", "--celery-hostname", f"{name}@%h", "--without-mingle"]
             self.spawn(f"worker-{name}", [*command, "--without-gossip"], env)
         wait_for("a healthy API server, scheduler, DAG processor and triggerer", self._healthy, timeout=180)
-        wait_for("the DAG to be parsed and serialized", self._dag_serialized, timeout=120)
+        wait_for("the DAGs to be parsed and serialized", self._dag_serialized, timeout=120)
         wait_for("both Celery workers", self._workers_ready, timeout=120)
         say(f"deployment healthy in {time.monotonic() - started:.0f}s (api-server on port {self.api_port})")
 
@@ -237,8 +239,8 @@ class Deployment:
 
     def _dag_serialized(self) -> bool:
         self._check_alive()
-        rows = self.metadata("SELECT count(*) FROM serialized_dag WHERE dag_id = %s", "ij_distributed")
-        return bool(rows[0][0])
+        rows = self.metadata("SELECT DISTINCT dag_id FROM serialized_dag WHERE dag_id = ANY(%s)", list(DAG_IDS))
+        return len(rows) == len(DAG_IDS)
 
     def _workers_ready(self) -> bool:
         self._check_alive()

@@ -3,7 +3,8 @@
 Starts (on 127.0.0.1) Airflow's api-server, scheduler, dag-processor and triggerer, two Celery
 workers with their own homes, and the local provider server; backfills ``ij_distributed`` from 2020-12-24 to
 2021-01-06 (14 daily runs: 4 in 2020-W52, 7 in 2020-W53, 3 in 2021-W01, up to 7 at a time), whose
-allocation crashes on its first try. Then checks that every run owns exactly one episode,
+allocation crashes on its first try; and triggers ``ij_no_store`` once, whose store-less allocation
+must be refused on a worker. Then checks that every run owns exactly one episode,
 sequences are contiguous per week, and the provider received exactly one job per episode.
 Always stops what it started; prints a short report; exit 0 only if every check held.
 
@@ -21,9 +22,10 @@ from pathlib import Path
 from types import FrameType
 
 from e2e.deployment import REPO, Deployment, wait_for
-from e2e.verify import Outcome, verify
+from e2e.verify import Outcome, verify, verify_no_store
 
 DAG_ID = "ij_distributed"
+NO_STORE_DAG_ID = "ij_no_store"
 FROM_DATE, TO_DATE = "2020-12-24", "2021-01-06"
 EXPECTED_RUNS = 14
 MAX_ACTIVE_RUNS = 7
@@ -52,15 +54,20 @@ def run(deployment: Deployment) -> Outcome:
         "--max-active-runs",
         str(MAX_ACTIVE_RUNS),
     )
-    say(f"backfill {FROM_DATE}..{TO_DATE} created; waiting for its runs")
+    deployment.airflow("dags", "trigger", NO_STORE_DAG_ID)
+    say(f"backfill {FROM_DATE}..{TO_DATE} created, {NO_STORE_DAG_ID} triggered; waiting for their runs")
 
     def finished() -> bool:
         states = deployment.metadata("SELECT state FROM dag_run WHERE dag_id = %s AND run_type = 'backfill'", DAG_ID)
-        return len(states) == EXPECTED_RUNS and all(s in ("success", "failed") for (s,) in states)
+        no_store = deployment.metadata("SELECT state FROM dag_run WHERE dag_id = %s", NO_STORE_DAG_ID)
+        done = [s for (s,) in states + no_store if s in ("success", "failed")]
+        return len(states) == EXPECTED_RUNS and len(no_store) == 1 and len(done) == EXPECTED_RUNS + 1
 
     wait_for(f"{EXPECTED_RUNS} backfill runs to finish", finished, timeout=600, every=2.0)
     say(f"all runs finished in {time.monotonic() - started:.0f}s")
-    return verify(deployment, DAG_ID)
+    outcome = verify(deployment, DAG_ID)
+    verify_no_store(deployment, NO_STORE_DAG_ID, outcome)
+    return outcome
 
 
 def main() -> int:

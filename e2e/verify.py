@@ -198,3 +198,21 @@ def verify(deployment: Deployment, dag_id: str) -> Outcome:
     out.figures.append("task attempts per worker: " + ", ".join(f"{w} {attempts[w]}" for w in WORKERS))
     out.figures.append(f"provider: {stats['submissions']} submissions, {stats['accepted']} jobs accepted")
     return out
+
+
+def verify_no_store(deployment: Deployment, dag_id: str, out: Outcome) -> None:
+    """A store-less allocation on a Celery worker failed on try 1 (retries=2 unused), naming the settings."""
+    tries = deployment.metadata("SELECT state, try_number FROM task_instance WHERE dag_id = %s", dag_id)
+    logs = [
+        log.read_text(errors="replace")
+        for name in WORKERS
+        for log in (deployment.home(name) / "logs" / f"dag_id={dag_id}").glob("run_id=*/task_id=allocate/*.log")
+    ]
+    refusal = "no episode store configured, and the executor (CeleryExecutor) may run tasks on several hosts"
+    named = all(s in text for text in logs for s in (refusal, "AIRFLOW__IDEMPOTENT_JOBS__STORE"))
+    default_stores = [str(p) for n in ("control", *WORKERS) if (p := deployment.home(n) / "idempotent_jobs").exists()]
+    out.expect(
+        "an allocation naming no store was refused on its worker's first try, naming the settings",
+        tries == [("failed", 1)] and len(logs) == 1 and named and not default_stores,
+        {"tries": tries, "logs": len(logs), "named": named, "default stores": default_stores},
+    )
