@@ -22,7 +22,7 @@ from typing import Any
 from airflow_idempotent_jobs import FileEpisodeStore
 from airflow_idempotent_jobs.cli import main as cli_main
 
-#: Every ``os`` call the file store (and filelock) uses to change or persist the tree.
+#: Every ``os`` call the file store uses to change or persist the tree (its lock included).
 STEPS = (
     "open",
     "write",

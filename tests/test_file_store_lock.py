@@ -7,7 +7,10 @@ would let a second thread walk into the critical section and take the same seque
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from airflow_idempotent_jobs import FileEpisodeStore
@@ -56,3 +59,48 @@ def test_a_store_used_inside_its_own_update_does_not_deadlock(tmp_path: Path) ->
 
     store.update("2026-W32-0", change)
     assert [e.episode_id for e in store.list()] == ["2026-W32-0", "2026-W32-1"]
+
+
+def _holder(path: Path) -> subprocess.Popen[str]:
+    """Another process that takes an exclusive flock on ``path`` (creating it) and keeps it until told."""
+    code = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _let_go(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(timeout=30)
+
+
+def test_a_waiter_whose_lock_file_was_replaced_locks_the_new_file(tmp_path: Path) -> None:
+    """A waiter that finally locks a lock file nobody can open any more must not go on: it locks the current one."""
+    root = tmp_path / "store"
+    FileEpisodeStore(root).allocate("2026-W32", "k0")
+    lock = root / ".lock"
+    first = _holder(lock)
+    done: list[str] = []
+    waiter = threading.Thread(
+        target=lambda: done.append(FileEpisodeStore(root, lock_timeout=60).allocate("2026-W32", "k1").episode_id)
+    )
+    waiter.start()
+    time.sleep(0.3)  # the waiter has opened the old file and polls it
+    lock.unlink()
+    second = _holder(lock)  # a newcomer creates the file anew and holds it
+    _let_go(first)
+    waiter.join(timeout=2)
+    assert done == [], "the waiter allocated while another process held the store's lock file"
+    _let_go(second)
+    waiter.join(timeout=60)
+    assert done == ["2026-W32-1"]

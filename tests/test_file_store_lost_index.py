@@ -226,3 +226,17 @@ def test_rebuild_index_after_a_copy_makes_the_duplicate_visible_to_every_retry(t
     assert run_cli("--store", str(root), "rebuild-index").code == 0
     assert_conflict_naming(root, store, "2026-W32", "k1", ("2026-W32-1", "2026-W40-0"))
     assert check_store(FileEpisodeStore(root)) != []
+
+
+def test_a_record_edited_to_a_key_never_allocated_is_reported_by_check_and_fails_closed_on_its_first_retry(
+    tmp_path: Path,
+) -> None:
+    """The documented limit: nothing but the record itself knows of this edit, and the allocation of a
+    new key does not read every record of the store. `check` reports the edit before anything is
+    allocated, and the first retry of the key (which reads its holder's week) fails closed."""
+    root = tmp_path / "store"
+    store = three_episodes(root)
+    edit_key(root, "2026-W32-1", "k-edited")
+    assert_check_names(root, "2026-W32-1")
+    assert store.allocate("2026-W32", "k-edited").episode_id == "2026-W32-3"
+    assert_conflict_naming(root, store, "2026-W32", "k-edited", ("2026-W32-1", "2026-W32-3"))

@@ -66,16 +66,31 @@ class StoreLock:
         self._threads.release()
 
     def _lock_file(self, deadline: float | None) -> int:
-        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        while True:
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise LockTimeout(self.path) from None
+                    time.sleep(PROBE_INTERVAL)
+                # A lock file deleted (or replaced) while we waited locks nothing that others
+                # open now: lock the file that is there instead.
+                if _same_file(fd, self.path):
                     return fd
-                except BlockingIOError:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise LockTimeout(self.path) from None
-                time.sleep(PROBE_INTERVAL)
-        except BaseException:
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
-            raise
+
+
+def _same_file(fd: int, path: str) -> bool:
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

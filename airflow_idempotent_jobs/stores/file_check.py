@@ -7,7 +7,6 @@ the whole tree, so it reports every link and every special file inside it, where
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -62,16 +61,17 @@ def _strange_entries(root: Path) -> list[Problem]:
         except OSError:
             continue  # the checks below report what they cannot read, with what it is
         for entry in sorted(entries, key=lambda e: e.name):
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISLNK(mode):
+            # The directory entry's type answers these without a system call per file.
+            if entry.is_symlink():
                 problems.append(Problem(entry.path, SYMLINK))
-            elif stat.S_ISDIR(mode):
+            elif entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
-            elif not stat.S_ISREG(mode):
-                problems.append(Problem(entry.path, f"not a regular file ({file_kind(mode)})"))
+            elif not entry.is_file(follow_symlinks=False):
+                try:
+                    kind = file_kind(entry.stat(follow_symlinks=False).st_mode)
+                except OSError:
+                    continue
+                problems.append(Problem(entry.path, f"not a regular file ({kind})"))
     return problems
 
 
