@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Mapping
@@ -65,6 +66,8 @@ DEFAULT_KEY_PREFIX: Final = "migrated:"
 MIGRATIONS_DIR: Final = "migrations"
 _JOURNAL: Final = "journal"
 TOOL: Final = "airflow-idempotent-jobs"
+#: What `tmp_name` makes of a file name: the prefix, the name, a dash and 8 hex digits.
+_OUR_TMP: Final = re.compile(re.escape(TMP_PREFIX) + r".+-[0-9a-f]{8}")
 
 
 class MigrationError(IdempotentJobsError):
@@ -287,7 +290,7 @@ def _migrate_one(
     dest = store.episode_dir(episode.id) / LEGACY_SUBDIR
     for file in job.files:
         _move(job.source / file.path, dest / file.path, file.sha256)
-    _remove_leftovers(dest)
+    _remove_leftovers(dest, keep={file.path for file in job.files})
     migration = {
         "source": str(job.source),
         "legacy_root": str(job.source.parent),
@@ -398,13 +401,18 @@ def _make_dirs(path: Path) -> None:
         fsync_dir(directory.parent)
 
 
-def _remove_leftovers(dest: Path) -> None:
-    """Temp files of a copy that a kill interrupted."""
+def _remove_leftovers(dest: Path, keep: set[str]) -> None:
+    """Temp files of a copy that a kill interrupted; never a legacy file, whatever its name.
+
+    A legacy job may own a file named like our temp files (an editor's ``.tmp-notes``): only names
+    `tmp_name` makes that are not among the job's own files are removed.
+    """
     if not dest.exists():
         return
     for dirpath, _dirs, files in os.walk(dest):
         for name in files:
-            if name.startswith(TMP_PREFIX):
+            relative = Path(dirpath, name).relative_to(dest).as_posix()
+            if _OUR_TMP.fullmatch(name) and relative not in keep:
                 os.unlink(os.path.join(dirpath, name))
 
 
