@@ -4,7 +4,9 @@ Layout of a legacy directory (read-only here; `migrate` moves it into the store)
 
     LEGACY_DIR/history.json         optional: one entry per week, ``{"2026-W30": {...}, ...}``
     LEGACY_DIR/<YYYY-Www>/state.json  the job's state: any JSON object
-    LEGACY_DIR/<YYYY-Www>/...         artifact files (media, a cover), subdirectories allowed
+    LEGACY_DIR/<YYYY-Www>/...         artifact files (media, a cover), subdirectories allowed; every
+                                      regular file counts, hidden ones (.DS_Store, sub/.x.swp) too
+    LEGACY_DIR/.name                  not a week: left alone, not reported
 
 The state object is kept whole; these parts of it are recognised wherever they sit in it:
 
@@ -277,7 +279,9 @@ def scan_legacy(root: Path) -> LegacyScan:
 
     A missing root or an unreadable history file is bad input (`InvalidIdentifier`): the history
     belongs to every week, so no week is migrated without it. A week directory that cannot be read
-    is reported in ``skipped`` and the others go on. Hidden entries (``.name``) are ignored.
+    is reported in ``skipped`` and the others go on. Hidden entries of the root (``.name``) are not
+    weeks and are passed over; inside a week every regular file is the job's, hidden or not, so
+    nothing is left behind in a week directory that the migration removes.
     """
     root = root.absolute()
     history, history_sha = validate_legacy_root(root)
