@@ -1,0 +1,194 @@
+"""The HTTP provider under real ``dag.test()`` runs: no form of the token anywhere, URI connections typed.
+
+Two provider servers in their own processes: one echoes the token in every error answer (401,
+404, 409, 422, 5xx, a failed job's error), one ignores idempotency tokens and offers no lookup.
+The runs go through the worker (non-deferrable) and the triggerer (deferrable) paths; afterwards
+the test searches, for every form of the token (bare, header, URL-encoded, JSON-escaped, base64,
+its alphanumeric core): the runner's output (task logs included), every file under the run's
+AIRFLOW_HOME (log files, the episode stores' ``state.json``, the metadata database with its XComs
+and trigger events), and the exception texts and trigger events the tasks saw.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import pytest
+
+from airflow_idempotent_jobs.paid.server import server_connection, server_connection_uri
+from tests.airflow.conftest import REPO, AirflowHome, airflow_env, scenario
+from tests.airflow.test_allocation_runs import observed, ti
+from tests.paid.leaks import TOKEN, WRONG, leaks
+
+pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
+
+HERE = Path(__file__).resolve().parent
+PLAIN_TOKEN = "plain-provider-token-4c1d"
+#: One bad value per field, as a URI carries it (every extra a string).
+BAD_VALUES = {
+    "tokens_honoured": "maybe",
+    "read_timeout": "nan",
+    "headers": '{"Authorization": "Bearer other"}',
+    "base_url": "http://127.0.0.1:9/?debug=1",
+    "lookup_path": "/jobs/{token}/{oops}",
+    "idempotency_header": "",
+}
+
+
+def plain_uri(url: str) -> str:
+    """The issue's connection: a URI whose only setting besides the JSON paths is ``tokens_honoured=false``.
+
+    (``server_connection_uri`` also writes numbers and mappings, which the old code could not read
+    from a URI at all; the base URL goes in the extra, as the old code dropped a URI host's port.)
+    """
+    extra = {
+        "base_url": url,
+        "tokens_honoured": "false",
+        "ref_path": "job.id",
+        "state_path": "job.status",
+        "cost_path": "billing.amount",
+        "error_path": "error.message",
+    }
+    return f"idempotent-jobs-http://:{quote(PLAIN_TOKEN, safe='')}@{quote(url, safe='')}?{urlencode(extra)}"
+
+
+def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    return proc, url
+
+
+@pytest.fixture(scope="session")
+def http_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    home = tmp_path_factory.mktemp("http-provider-home")
+    shutil.copy(airflow_home.home / "airflow.db", home / "airflow.db")  # migrated once per session
+    dags = home / "dags"
+    dags.mkdir()
+    shutil.copy(HERE / "dags" / "http_provider_dags.py", dags)
+    work = home / "work"
+    work.mkdir()
+    echo, echo_url = start_server("--token", TOKEN, "--echo-token", "--polls-to-finish", "1")
+    plain, plain_url = start_server("--token", PLAIN_TOKEN, "--ignore-tokens", "--no-lookup")
+    try:
+        env = {
+            **airflow_env(home, dags),
+            "IJ_STORES": str(work / "stores"),
+            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
+            "IJH_ECHO_URL": echo_url,
+            "IJH_ECHO_TOKEN": TOKEN,
+            "IJH_PLAIN_URL": plain_url,
+            "IJH_PLAIN_TOKEN": PLAIN_TOKEN,
+            "AIRFLOW_CONN_IJH_ECHO": json.dumps(server_connection(echo_url, TOKEN)),
+            "AIRFLOW_CONN_IJH_ECHO_WRONG": json.dumps(server_connection(echo_url, WRONG)),
+            "AIRFLOW_CONN_IJH_URI_PLAIN": plain_uri(plain_url),
+        }
+        for field, value in BAD_VALUES.items():
+            bad: dict[str, Any] = {"lookup_path": None, field: value}
+            env[f"AIRFLOW_CONN_IJH_BAD_{field.upper()}"] = server_connection_uri(plain_url, PLAIN_TOKEN, None, **bad)
+        assert "tokens_honoured=false" in env["AIRFLOW_CONN_IJH_URI_PLAIN"]
+        out, log = work / "results.json", work / "runner.log"
+        with log.open("w") as sink:
+            done = subprocess.run(
+                [sys.executable, "-m", "tests.airflow.http_provider_scenarios", str(out)],
+                env=env,
+                cwd=REPO,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=540,
+            )
+        tail = log.read_text(errors="replace")[-4000:]
+        assert done.returncode == 0 and out.exists(), f"runner failed ({done.returncode}):\n{tail}"
+        results: dict[str, Any] = json.loads(out.read_text())
+        assert results["import_errors"] == {}, results["import_errors"]
+        yield {**results, "_home": home, "_log": log}
+    finally:
+        for proc in (echo, plain):
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def texts_under(root: Path) -> dict[str, str]:
+    """Every file under ``root`` as text (binary files such as the SQLite database included)."""
+    return {str(p.relative_to(root)): p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file()}
+
+
+def test_the_runs_took_the_paths_that_echo_the_token(http_runs: dict[str, Any]) -> None:
+    """Positive control: each run met the echoing answers it was meant to, and saw them redacted."""
+    worker = scenario(http_runs, "secret_worker")["run"]
+    assert ti(worker, "generate")["state"] == "failed" and ti(worker, "generate")["try_number"] == 2
+    raised = [o["error"] for o in observed(worker, "raised")]
+    assert [e["type"] for e in raised] == ["ProviderOutcomeUnknown", "AirflowFailException"], raised
+    assert "HTTP 503" in raised[0]["text"] and "<redacted>" in raised[0]["text"]
+    assert "generation failed" in raised[1]["text"] and "<redacted>" in raised[1]["text"]
+
+    deferred = scenario(http_runs, "secret_deferred")["run"]
+    assert ti(deferred, "generate")["state"] == "failed" and ti(deferred, "generate")["try_number"] == 2
+    events = [o["event"] for o in observed(deferred, "event")]
+    assert [e["status"] for e in events] == ["error", "terminal"], events
+    assert "HTTP 401" in events[0]["message"] and "<redacted>" in events[0]["message"]
+    assert events[1]["state"] == "failed" and "<redacted>" in events[1]["error"]
+
+    wrong = scenario(http_runs, "secret_wrong_token")["run"]
+    assert ti(wrong, "generate") == {"task_id": "generate", "map_index": -1, "state": "failed", "try_number": 1}
+    (refused,) = scenario(http_runs, "secret_wrong_token")["store"]
+    assert "HTTP 401" in refused["submission"]["error"] and "<redacted>" in refused["submission"]["error"]
+    assert http_runs["metadata"]["xcom"], "the runs pushed XComs (searched below)"
+
+
+def test_no_form_of_the_token_anywhere(http_runs: dict[str, Any]) -> None:
+    home: Path = http_runs["_home"]
+    places = {"runner output (task logs)": Path(http_runs["_log"]).read_text(errors="replace")}
+    places.update({f"file {name}": text for name, text in texts_under(home).items()})
+    names = ("secret_worker", "secret_deferred", "secret_wrong_token")
+    seen = [o for name in names for o in http_runs[name]["run"]["observed"]]
+    places["exception texts and trigger events seen by the tasks"] = json.dumps(seen, ensure_ascii=False)
+    places["xcoms and next_kwargs"] = json.dumps(http_runs["metadata"])
+    assert any(name.startswith("file work/stores/") and "state.json" in name for name in places)
+    assert any(name == "file airflow.db" for name in places)
+    found = {where: leaks(text, TOKEN, WRONG) for where, text in places.items() if leaks(text, TOKEN, WRONG)}
+    assert not found, found
+
+
+def test_a_uri_saying_tokens_honoured_false_refuses_the_retry_with_one_job(http_runs: dict[str, Any]) -> None:
+    result = scenario(http_runs, "uri_lost_answer")
+    run = result["run"]
+    assert ti(run, "generate") == {"task_id": "generate", "map_index": -1, "state": "failed", "try_number": 1}
+    (failure,) = [o["error"] for o in observed(run, "raised")]
+    assert "idempotent-jobs reconcile 2026-W32-0" in failure["text"]
+    (episode,) = result["store"]
+    token = episode["submission"]["token"]
+    assert episode["submission"]["state"] == "unknown"
+    assert result["provider"]["accepted_per_token"][token] == 1  # "false" read as true made 2 jobs
+    assert result["provider"]["submissions_per_token"][token] == 1
+
+
+def test_a_bad_uri_value_fails_on_the_first_try_naming_the_field(http_runs: dict[str, Any]) -> None:
+    result = scenario(http_runs, "uri_bad_values")
+    run = result["run"]
+    messages = {o["task_id"]: o["error"]["text"] for o in observed(run, "raised")}
+    for field in BAD_VALUES:
+        task_id = f"bad_{field}"
+        assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 1}
+        assert f": {field}:" in messages[task_id], messages[task_id]
+    (episode,) = result["store"]
+    assert episode["submission"]["state"] == "none"
+    from airflow_idempotent_jobs import open_store
+    from airflow_idempotent_jobs.paid import SubmissionLedger
+
+    with open_store(Path(http_runs["_home"]) / "work" / "stores" / "ijh_uri_bad_values") as store:
+        token = SubmissionLedger(store).token_for(episode["episode_id"])
+    assert result["provider"]["submissions_per_token"].get(token, 0) == 0
