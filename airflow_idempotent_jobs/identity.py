@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 import zoneinfo
 from dataclasses import dataclass
 from typing import Final, Union
@@ -17,6 +18,7 @@ __all__ = [
     "EpisodeId",
     "MAX_KEY_LENGTH",
     "WeekId",
+    "has_hidden_characters",
     "resolve_timezone",
     "validate_allocation_key",
     "validate_fingerprint",
@@ -28,6 +30,17 @@ _WEEK_RE: Final = re.compile(r"([0-9]{4})-W([0-9]{2})")
 _EPISODE_RE: Final = re.compile(r"([0-9]{4}-W[0-9]{2})-(0|[1-9][0-9]{0,8})")
 
 TzLike = Union[str, dt.tzinfo, None]
+#: Unicode categories that hide or forge text where it is shown: controls (C0, DEL, C1), format
+#: characters (bidi overrides, zero-width), surrogates, line and paragraph separators.
+_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def has_hidden_characters(text: str) -> bool:
+    """True if ``text`` (a path, a name an operator typed) holds a character that hides or forges text.
+
+    Looser than a key's "printable": other spaces and unassigned code points are fine in a path.
+    """
+    return any(unicodedata.category(ch) in _HIDDEN_CATEGORIES for ch in text)
 
 
 def _weeks_in(year: int) -> int:

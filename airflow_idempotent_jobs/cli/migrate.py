@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..identity import has_hidden_characters
 from ..migration.apply import MigrationPlan, apply_migration, counted, load_key_map, plan_migration
 from ..migration.legacy import SkippedSource
 from ..stores import FileEpisodeStore
@@ -33,6 +34,10 @@ def register(commands: Any) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    # These paths are written into every migrated record and the manifest: no text that hides or forges.
+    for option, value in (("--from", args.legacy_dir), ("--manifest", args.manifest), ("--key-map", args.key_map)):
+        if value is not None and has_hidden_characters(value):
+            raise CliError(f"{option} {value!r}: the path holds control or invisible format characters")
     key_map = load_key_map(Path(args.key_map)) if args.key_map else None
     legacy = Path(args.legacy_dir)
     with open_cli_store(args) as store:

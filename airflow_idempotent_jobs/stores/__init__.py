@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import unicodedata
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
 
 from ..errors import InvalidConfiguration
+from ..identity import has_hidden_characters
 from .base import EpisodeStore
 from .file import FileEpisodeStore
 
@@ -23,9 +23,6 @@ _WHAT: Final = "store"
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 #: A ``%`` that does not start an escape of two hex digits.
 _BAD_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
-#: Control, format (bidi overrides, zero-width), surrogate and line/paragraph separator characters:
-#: a directory named with them is a trap in every message and log that shows it.
-_HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
@@ -93,7 +90,7 @@ def _file_url_path(text: str) -> str:
 def _checked_path(path: str, given: str) -> str:
     if "\x00" in path:
         raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains a NUL character")
-    if any(unicodedata.category(ch) in _HIDDEN_CATEGORIES for ch in path):
+    if has_hidden_characters(path):
         raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains control or invisible format characters")
     if path != path.strip():
         raise InvalidConfiguration(_WHAT, "path", f"{given!r} starts or ends with whitespace")
