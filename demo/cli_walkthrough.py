@@ -30,9 +30,9 @@ def main() -> None:
     print("Three scheduled runs in ISO week 2026-W32 each get their own job:")
     first = run("allocate", "--week", "2026-W32", "--key", "weekly:scheduled__2026-08-03")
     run("allocate", "--week", "2026-W32", "--key", "weekly:manual__2026-08-05")
-    run(
-        "allocate", "--date", "2026-08-02T22:30:00+00:00", "--tz", "Europe/Berlin", "--key", "weekly:manual__2026-08-07"
-    )
+    # Keys are opaque text, never paths: a "/" (here from the time zone's name) is fine.
+    berlin = "weekly:manual__2026-08-02T22:30:00+00:00@Europe/Berlin"
+    run("allocate", "--date", "2026-08-02T22:30:00+00:00", "--tz", "Europe/Berlin", "--key", berlin)
     print("Airflow retries the first run: same key, so it gets its original job back, not a fourth:")
     again = run("allocate", "--week", "2026-W32", "--key", "weekly:scheduled__2026-08-03")
     assert again == first, (again, first)
