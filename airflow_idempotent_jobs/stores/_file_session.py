@@ -142,7 +142,10 @@ class FileSession:
         # 3. Derived, so no fsync of their own (see the class docstring).
         if behind:
             store.index_committed(behind)
-        store.index.append_log(digest, [str(episode_id)])
+        try:
+            store.index.append_log(digest, [str(episode_id)])
+        except IndexDamaged:
+            pass  # the log went missing since the lookup: the next lookup of its bucket rebuilds
         append_history(f"{week_dir}/{HISTORY_FILE}", week, tail, [*behind, episode])
 
     def replace(self, before: Episode, after: Episode) -> None:
