@@ -102,7 +102,10 @@ def test_an_unparsable_postgresql_url_is_one_line_and_never_shows_its_password(t
         ("{tmp}/odd:name", "odd:name"),
     ],
 )
-def test_an_absolute_file_url_or_a_path_opens_exactly_that_directory(tmp_path: Path, text: str, where: str) -> None:
+def test_an_absolute_file_url_or_a_path_opens_exactly_that_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, where: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a URL misread as a relative path would land here, and show
     store = text.replace("{tmp}", str(tmp_path))
     done = run_main("--store", store, "allocate", "--week", "2026-W32", "--key", "k")
     assert (done.code, done.stdout) == (0, "2026-W32-0\n"), done.stderr
