@@ -105,7 +105,8 @@ def walk(url: str) -> None:
 
     print("3. The operator settles it. The provider can look tokens up now, so reconcile asks it:")
     admin(url, "POST", "/_admin/config", {"lookup": True})
-    cli("reconcile", first, "--provider-url", url, "--ref-path", "job.id", "--by", "oncall@demo")
+    no_job = ["--no-job-status", "404", "--no-job-path", "error.code", "--no-job-value", "no_job"]
+    cli("reconcile", first, "--provider-url", url, "--ref-path", "job.id", *no_job, "--by", "oncall@demo")
 
     print("4. The retry resumes the original job and polls it to the end; a further retry calls nothing:")
     run_worker("retry", url, first, tokens=False)

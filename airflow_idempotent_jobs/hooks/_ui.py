@@ -27,7 +27,9 @@ HTTP_PROVIDER_FIELDS: Final[dict[str, Any]] = {
         "host": "https://api.example.com/v1",
         "password": "sent as 'Authorization: Bearer <token>'",
         "extra": '{"submit_path": "/jobs", "status_path": "/jobs/{remote_ref}", '
-        '"ref_path": "id", "state_path": "state", "cost_path": "cost", "lookup_path": null}',
+        '"ref_path": "id", "state_path": "state", "cost_path": "cost", '
+        '"lookup_path": "/jobs?token={token}", "lookup_no_job_status": 404, '
+        '"lookup_no_job_path": "error.code", "lookup_no_job_value": "no_job"}',
     },
 }
 
