@@ -198,6 +198,50 @@ def paid_bad_config(bag: Any) -> Result:
 
 
 @scenario
+def paid_two_requests(bag: Any) -> Result:
+    """A mapped paid step over two requests on one episode (ij_paid_two_requests)."""
+    return paid_run(bag, "ij_paid_two_requests", logical_date=utc(2026, 8, 3, 6))
+
+
+@scenario
+def paid_request_changed(bag: Any) -> Result:
+    """Try 1 pays and crashes; try 2 renders another request (ij_paid_request_changed)."""
+    return paid_run(bag, "ij_paid_request_changed", logical_date=utc(2026, 8, 3, 6), conf={"fail_on_try": 1})
+
+
+@scenario
+def paid_odd_answer(bag: Any) -> Result:
+    """A provider reporting a cost of NaN and a 100 KB result, polled by the worker and by the trigger."""
+    from airflow_idempotent_jobs.paid.server import ServerConfig, server_connection
+    from tests.paid.raw_provider import TOKEN, RawProvider
+
+    with RawProvider() as api:
+        api.cost = '"NaN"'
+        api.result = json.dumps({"frames": ["x" * 1000] * 100})
+        connection = server_connection(api.url, TOKEN, ServerConfig(lookup=False))
+        os.environ["AIRFLOW_CONN_IJ_RAW_PROVIDER"] = json.dumps(connection)
+        try:
+            return {
+                "worker": paid_run(bag, "ij_paid_odd_answer", logical_date=utc(2026, 8, 3, 6)),
+                "deferred": paid_run(bag, "ij_paid_odd_answer_deferred", logical_date=utc(2026, 8, 3, 6)),
+                "raw_submissions": api.submissions,
+            }
+        finally:
+            del os.environ["AIRFLOW_CONN_IJ_RAW_PROVIDER"]
+
+
+@scenario
+def paid_bad_amounts(bag: Any) -> Result:
+    """Costs and budgets that are no amount, on an episode that exists (ij_paid_bad_amounts)."""
+    from airflow_idempotent_jobs import open_store
+
+    with open_store(dag_store("ij_paid_bad_amounts")) as store:
+        store.allocate("2026-W32", "bad-amounts")
+    before = provider("GET", "/_admin/stats")["submissions"]
+    return {**paid_run(bag, "ij_paid_bad_amounts", logical_date=utc(2026, 8, 3, 6)), "submissions_before": before}
+
+
+@scenario
 def example_dag(bag: Any) -> Result:
     """The example DAG as shipped (deferrable paid step), on the default store."""
     before = len(secrets_lookups())
