@@ -35,8 +35,12 @@ class PaidGenerationOperator(BaseOperator):
     It never allocates: ``episode_id`` must name an existing episode (typically
     ``"{{ ti.xcom_pull('allocate') }}"``). A retry never submits twice: it resumes polling an
     accepted job, and refuses (no retry) when an earlier submission's outcome was lost, naming the
-    ``idempotent-jobs reconcile`` command to run. Pushes XComs ``remote_ref``, ``state``, ``cost``
-    and returns a summary (episode id, remote ref, state, cost, result).
+    ``idempotent-jobs reconcile`` command to run. The episode's one paid job is bound to its
+    request: a try (a retry, another map index) whose rendered request differs from the one paid
+    for fails without retry, naming both fingerprints. Pushes XComs ``remote_ref``, ``state``,
+    ``cost`` (``cost_anomaly`` too when the provider reported a cost that is no cost) and returns a
+    summary (episode id, remote ref, state, cost, result; ``result_omitted`` when the result was
+    over ``max_result_bytes``).
 
     :param episode_id: templated id of an existing episode.
     :param provider_conn_id: an ``idempotent_jobs_http`` Connection (base URL, token, options).
@@ -45,7 +49,10 @@ class PaidGenerationOperator(BaseOperator):
     :param poll_timeout: seconds to wait for a terminal state (per try; a retry resumes polling).
     :param poll_initial_delay: first delay between status calls; doubles up to ``poll_max_delay``.
     :param weekly_budget: refuse a submission that would pass the week's spend (provider units).
-    :param estimated_cost: this job's expected cost, counted against ``weekly_budget``.
+    :param estimated_cost: this job's expected cost, counted against ``weekly_budget``. Both must
+        be finite numbers >= 0: anything else fails the task before anything is read or sent.
+    :param max_result_bytes: largest provider result kept in the record, the XCom and the trigger
+        event (bytes of canonical JSON); a larger one is left out, its size and sha256 recorded.
     :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
     """
 
@@ -68,6 +75,7 @@ class PaidGenerationOperator(BaseOperator):
         poll_max_delay: float = 30.0,
         weekly_budget: float | None = None,
         estimated_cost: float | None = None,
+        max_result_bytes: int = 64 * 1024,  # paid.results.DEFAULT_RESULT_LIMIT (not imported: DAG files parse this)
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -83,9 +91,11 @@ class PaidGenerationOperator(BaseOperator):
         self.poll_max_delay = poll_max_delay
         self.weekly_budget = weekly_budget
         self.estimated_cost = estimated_cost
+        self.max_result_bytes = max_result_bytes
 
     # -- the steps, in the order DESIGN.md requires ------------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
+        self._validated_settings()
         eid = self._validated_episode_id()
         store = self._open_store()
         try:
@@ -105,33 +115,66 @@ class PaidGenerationOperator(BaseOperator):
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger: record its final status through the ledger."""
+        from ..episode import OmittedResult
         from ..paid.provider import RemoteState, RemoteStatus
+        from ..paid.results import clean_text
 
         if not isinstance(event, Mapping) or event.get("status") not in ("terminal", "error"):
-            raise AirflowFailException(f"unexpected trigger event for {self.task_id}: {event!r}")
+            raise AirflowFailException(f"unexpected trigger event for {self.task_id}: {clean_text(repr(event))}")
+        self._validated_settings()
         eid = self._validated_episode_id()
         if event.get("episode_id") != eid:
-            raise AirflowFailException(f"trigger event for episode {event.get('episode_id')!r}, expected {eid}")
+            raise AirflowFailException(f"trigger event for episode {event.get('episode_id')!r:.80}, expected {eid}")
         if event["status"] == "error":
             # The trigger could not poll (for example the provider refused our token): retry.
-            raise RuntimeError(f"episode {eid}: polling in the triggerer failed: {event.get('message')}")
+            message = self._redacted(str(event.get("message")))
+            raise RuntimeError(f"episode {eid}: polling in the triggerer failed: {message}")
         try:
+            omitted = event.get("result_omitted")
             status = RemoteStatus(
                 state=RemoteState(event["state"]),
+                # The trigger sends a cost that JSON cannot hold (NaN, infinity) as text: the
+                # ledger records it as an anomaly, never as the cost.
                 cost=None if event.get("cost") is None else float(event["cost"]),
-                result=event.get("result"),
-                error=event.get("error"),
+                result=event.get("result") if omitted is None else OmittedResult.from_dict(omitted),
+                error=None if event.get("error") is None else self._redacted(str(event["error"])),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise AirflowFailException(f"malformed trigger event for episode {eid}: {event!r}") from exc
+            raise AirflowFailException(f"malformed trigger event for episode {eid}: {clean_text(repr(event))}") from exc
         store = self._open_store()
         try:
             with task_errors():
-                episode = self._ledger(store).record_status(eid, status)
+                ledger = self._ledger(store)
+                ledger.preflight(eid, self._request())  # the request may not change while deferred
+                episode = ledger.record_status(eid, status)
             self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
             return self._finish(context, episode)
         finally:
             store.close()
+
+    def _validated_settings(self) -> None:
+        """Costs, budget and result bound that cannot work fail the task before anything is read or sent."""
+        from ..errors import InvalidConfiguration
+        from ..paid.ledger import checked_amount
+
+        with task_errors():
+            checked_amount("estimated_cost", self.estimated_cost)
+            checked_amount("weekly_budget", self.weekly_budget)
+            if type(self.max_result_bytes) is not int or self.max_result_bytes < 0:
+                raise InvalidConfiguration(self.task_id, "max_result_bytes", "must be a whole number >= 0")
+
+    def _request(self) -> dict[str, Any]:
+        return dict(self.request or {})
+
+    def _redacted(self, text: str) -> str:
+        """``text`` through the provider's ``redact`` (the trigger did it already: defence in depth)."""
+        from ..paid.results import clean_text, redactor
+
+        try:
+            provider: object = self._provider()
+        except Exception:  # no provider, no secret of its to remove
+            provider = None
+        return clean_text(text, redactor(provider))
 
     def _validated_episode_id(self) -> str:
         from ..errors import InvalidIdentifier
@@ -155,7 +198,7 @@ class PaidGenerationOperator(BaseOperator):
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""
         with task_errors():
-            return self._ledger(store).preflight(eid)
+            return self._ledger(store).preflight(eid, self._request())
 
     def _provider(self) -> PaidProvider:
         from ..hooks.http_provider import HttpPaidProviderHook
@@ -166,16 +209,14 @@ class PaidGenerationOperator(BaseOperator):
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger
 
-        return SubmissionLedger(store, weekly_budget=self.weekly_budget)
+        return SubmissionLedger(store, weekly_budget=self.weekly_budget, result_limit=self.max_result_bytes)
 
     def _submit(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
         from ..errors import SubmissionStateUnknown
 
         with task_errors():
             try:
-                episode = self._ledger(store).submit(
-                    eid, provider, dict(self.request or {}), estimated_cost=self.estimated_cost
-                )
+                episode = self._ledger(store).submit(eid, provider, self._request(), estimated_cost=self.estimated_cost)
             except SubmissionStateUnknown as exc:
                 raise AirflowFailException(
                     f"{exc} -- not retrying: a second submission could be paid twice. "
@@ -197,6 +238,7 @@ class PaidGenerationOperator(BaseOperator):
                 provider_conn_id=self.provider_conn_id,
                 poll_initial_delay=self.poll_initial_delay,
                 poll_max_delay=self.poll_max_delay,
+                max_result_bytes=self.max_result_bytes,
             ),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=self.poll_timeout),
@@ -220,14 +262,20 @@ class PaidGenerationOperator(BaseOperator):
         ti = context["ti"]
         ti.xcom_push(key="remote_ref", value=sub.remote_ref)
         ti.xcom_push(key="state", value=sub.state.value)
-        ti.xcom_push(key="cost", value=sub.cost)
-        summary = {
+        ti.xcom_push(key="cost", value=sub.cost)  # a finite number >= 0 or None: the record holds nothing else
+        summary: dict[str, Any] = {
             "episode_id": episode.episode_id,
             "remote_ref": sub.remote_ref,
             "state": sub.state.value,
             "cost": sub.cost,
             "result": sub.result,
         }
+        if sub.cost_anomaly is not None:
+            ti.xcom_push(key="cost_anomaly", value=sub.cost_anomaly)
+            self.log.warning("Episode %s: %s (not recorded as its cost)", episode.episode_id, sub.cost_anomaly)
+        if sub.result_omitted is not None:
+            summary["result_omitted"] = sub.result_omitted.to_dict()
+            self.log.warning("Episode %s: result left out: %s", episode.episode_id, sub.result_omitted.reason)
         if sub.state.value != "succeeded":
             raise AirflowFailException(
                 f"episode {episode.episode_id}: paid job {sub.remote_ref} ended {sub.state.value}"

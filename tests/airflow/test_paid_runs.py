@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +110,96 @@ def test_provider_token_never_reaches_the_logs(
     log = Path(scenario_results["_log"]).read_text(errors="replace")
     assert "Paid provider from connection 'ij_provider'" in log  # the hook did log, without the secret
     assert provider_server.token not in log
+
+
+# -- one episode, one request ---------------------------------------------------------------------
+def request_fingerprint(request: dict[str, Any]) -> str:
+    """The documented fingerprint: sha256 of the canonical JSON (sorted keys, compact, UTF-8)."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_two_requests_mapped_on_one_episode_pay_once(scenario_results: dict[str, Any]) -> None:
+    """Map indexes "cover art" and "trailer" on one episode: one paid job, the other index fails on
+    its first try naming both fingerprints (it once succeeded with the first index's job)."""
+    result = scenario(scenario_results, "paid_two_requests")
+    run = result["run"]
+    mapped = sorted((t for t in run["tis"] if t["task_id"] == "generate"), key=lambda t: t["map_index"])
+    assert [t["map_index"] for t in mapped] == [0, 1]
+    assert sorted(t["state"] for t in mapped) == ["failed", "success"]
+    loser = next(t for t in mapped if t["state"] == "failed")
+    assert loser["try_number"] == 1, "a request conflict is not retried"
+    requests = [{"prompt": "cover art"}, {"prompt": "trailer"}]
+    paid, refused = requests[1 - loser["map_index"]], requests[loser["map_index"]]
+    (failure,) = [o for o in observed(run, "failed") if o["map_index"] == loser["map_index"]]
+    assert request_fingerprint(paid) in failure["message"] and request_fingerprint(refused) in failure["message"]
+    (episode,) = result["store"]
+    sub = episode["submission"]
+    assert sub["state"] == "succeeded" and sub["request_fingerprint"] == request_fingerprint(paid)
+    assert result["provider"]["submissions_per_token"][sub["token"]] == 1
+    assert result["provider"]["accepted_per_token"][sub["token"]] == 1
+    assert result["provider"]["jobs"][sub["remote_ref"]]["request"] == paid
+
+
+def test_a_retry_whose_request_changed_fails_without_paying(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "paid_request_changed")
+    run = result["run"]
+    assert ti(run, "generate") == {"task_id": "generate", "map_index": -1, "state": "failed", "try_number": 2}
+    first, second = {"prompt": "teaser", "variant": "1"}, {"prompt": "teaser", "variant": "2"}
+    (failure,) = observed(run, "failed")
+    assert failure["try_number"] == 2
+    assert request_fingerprint(first) in failure["message"] and request_fingerprint(second) in failure["message"]
+    (episode,) = result["store"]
+    sub = episode["submission"]
+    assert sub["request_fingerprint"] == request_fingerprint(first)
+    assert result["provider"]["submissions_per_token"][sub["token"]] == 1, "try 2 sent nothing"
+    assert result["provider"]["jobs"][sub["remote_ref"]]["request"] == first
+
+
+# -- what a provider reports ----------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["worker", "deferred"])
+def test_a_nan_cost_and_a_large_result_never_crash_the_task(scenario_results: dict[str, Any], mode: str) -> None:
+    """Before: ``xcom_push(cost=nan)`` raised after the job succeeded, on every retry; deferred, the cost was lost."""
+    result = scenario(scenario_results, "paid_odd_answer")[mode]
+    run = result["run"]
+    assert ti(run, "generate")["state"] == "success" and ti(run, "generate")["try_number"] == 1
+    assert ti(run, "report")["state"] == "success"
+    (episode,) = result["store"]
+    sub = episode["submission"]
+    assert (sub["state"], sub["cost"]) == ("succeeded", None)
+    assert "provider reported cost nan" in sub["cost_anomaly"]
+    assert sub["result"] is None and sub["result_omitted"]["size"] > 100_000
+    (xcoms,) = observed(run, "paid_xcoms")
+    assert xcoms["xcoms"]["cost"] is None
+    summary = xcoms["xcoms"]["return_value"]
+    assert (summary["cost"], summary["result"]) == (None, None)
+    assert summary["result_omitted"] == sub["result_omitted"]
+    (anomaly,) = observed(run, "cost_anomaly")
+    assert anomaly["value"] == sub["cost_anomaly"]
+    resumed = observed(run, "resumed")
+    if mode == "deferred":
+        (event,) = [o["event"] for o in resumed]
+        assert (event["cost"], event["result"]) == ("nan", None)
+        assert event["result_omitted"]["sha256"] == sub["result_omitted"]["sha256"]
+        assert len(json.dumps(event)) < 2048, "the trigger event stays small"
+    else:
+        assert resumed == []
+
+
+def test_costs_and_budgets_that_are_no_amount_fail_before_any_lookup(scenario_results: dict[str, Any]) -> None:
+    result = scenario(scenario_results, "paid_bad_amounts")
+    run = result["run"]
+    fields = {
+        "nan_estimate": "estimated_cost",
+        "negative_estimate": "estimated_cost",
+        "infinite_budget": "weekly_budget",
+        "negative_budget": "weekly_budget",
+    }
+    messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
+    for task_id, field in fields.items():
+        assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 1}
+        assert f"{field}:" in messages[task_id]
+    assert result["lookups"] == []
+    assert result["provider"]["submissions"] == result["submissions_before"]
+    (episode,) = result["store"]
+    assert episode["submission"]["state"] == "none"

@@ -9,7 +9,7 @@ import pendulum
 from airflow.sdk import DAG, task
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
-from tests.airflow.support import CrashingPaidGeneration, report_paid, store_for
+from tests.airflow.support import CrashingPaidGeneration, observe, report_paid, store_for
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.05, "poll_max_delay": 0.2, "poll_timeout": 60}
@@ -81,4 +81,94 @@ for dag_id, conn_id in (("ij_paid_lost_answer", "ij_provider_plain"), ("ij_paid_
             request={"prompt": "at most once"},
             store=store_for(dag_id),
             **FAST_POLL,
+        )
+
+# One episode, two requests: a mapped paid step over "cover art" and "trailer". Exactly one of
+# them pays; the other fails on its first try (retries=3) naming both request fingerprints.
+with DAG(
+    "ij_paid_two_requests",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_two_requests"))
+    allocate >> CrashingPaidGeneration.partial(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="ij_provider",
+        store=store_for("ij_paid_two_requests"),
+        **FAST_POLL,
+    ).expand(request=[{"prompt": "cover art"}, {"prompt": "trailer"}])
+
+# The request renders differently on each try: try 1 pays and crashes after acceptance (conf
+# fail_on_try=1), try 2 asks for another request and must fail without paying or retrying.
+with DAG(
+    "ij_paid_request_changed",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_request_changed")) >> CrashingPaidGeneration(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="ij_provider",
+        request={"prompt": "teaser", "variant": "{{ ti.try_number }}"},
+        store=store_for("ij_paid_request_changed"),
+        **FAST_POLL,
+    )
+
+# A provider (ij_raw_provider, started by the scenario) that reports a cost of NaN and a 100 KB
+# result: the paid step succeeds, records the anomaly, pushes no NaN and keeps no 100 KB XCom.
+for dag_id, deferrable in (("ij_paid_odd_answer", False), ("ij_paid_odd_answer_deferred", True)):
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 2, "retry_delay": dt.timedelta(0)},
+    ):
+
+        @task(task_id="report")
+        def report_odd(**context: Any) -> None:
+            report_paid(context, "generate")
+            ti = context["ti"]
+            observe("cost_anomaly", context, value=ti.xcom_pull(task_ids="generate", key="cost_anomaly"))
+
+        (
+            AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
+            >> CrashingPaidGeneration(
+                task_id="generate",
+                episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+                provider_conn_id="ij_raw_provider",
+                request={"prompt": "odd answer"},
+                store=store_for(dag_id),
+                deferrable=deferrable,
+                **FAST_POLL,
+            )
+            >> report_odd()
+        )
+
+# Costs and budgets that are no amount: each task fails on its first try, before any lookup.
+with DAG(
+    "ij_paid_bad_amounts",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
+):
+    for task_id, amounts in (
+        ("nan_estimate", {"estimated_cost": float("nan")}),
+        ("negative_estimate", {"estimated_cost": -1.0}),
+        ("infinite_budget", {"weekly_budget": float("inf")}),
+        ("negative_budget", {"weekly_budget": -5.0}),
+    ):
+        CrashingPaidGeneration(
+            task_id=task_id,
+            episode_id="2026-W32-0",  # the scenario allocates it first
+            provider_conn_id="ij_provider",
+            request={"prompt": "never sent"},
+            store=store_for("ij_paid_bad_amounts"),
+            **amounts,  # type: ignore[arg-type]
         )
