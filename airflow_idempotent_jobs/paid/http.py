@@ -244,10 +244,9 @@ class HttpPaidProvider:
         try:
             yield
         except ProviderError as exc:
-            text = self.redact(str(exc))
-            if text == str(exc):
+            if not any(self.redact(str(link)) != str(link) for link in _chain(exc)):
                 raise
-            raise type(exc)(text, status=exc.status) from None
+            raise type(exc)(self.redact(str(exc)), status=exc.status) from None
         except Exception as exc:  # a bug or an httpx error we did not classify: never a raw traceback
             raise unexpected(f"{what}: {type(exc).__name__}: {self.redact(str(exc))}") from None
 
@@ -317,6 +316,16 @@ def _tls() -> ssl.SSLContext:
 def _safe(url: str) -> str:
     """The URL without its query (tokens travel there for lookups; keep logs short)."""
     return url.split("?", 1)[0]
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (what a traceback prints)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def _ref(value: Any) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import json
 import logging
 import os
 import traceback
@@ -111,6 +112,16 @@ def test_an_html_error_page_that_echoes_the_token_is_redacted_before_it_is_short
         assert "answered HTTP 500" in str(exc)
         partial = [TOKEN[:n] for n in range(6, len(TOKEN))]
         assert not leaks(str(exc)) and not any(part in str(exc) for part in partial), str(exc)[-200:]
+
+
+def test_an_echo_in_a_field_we_quote_short_stays_out_of_the_traceback_too() -> None:
+    """A cost we cannot read is quoted cut to 80 characters; the parser's own error (the cause) is whole."""
+    body = json.dumps({"state": "running", "cost": "x" * 90 + TOKEN, "result": {"note": TOKEN}})
+    with CannedServer(200, "application/json", body) as canned:
+        p = HttpPaidProvider(_plain_config(canned.url), auth_header="Authorization", auth_value=f"Bearer {TOKEN}")
+        exc = failure(functools.partial(p.status, "job-1"))
+    assert "non-numeric cost" in str(exc)
+    assert not leaks("\n".join(texts_of(exc))), texts_of(exc)[-1]
 
 
 def _plain_config(url: str) -> Any:
