@@ -97,7 +97,12 @@ class PaidProvider(Protocol):
         ...
 
     def find(self, idempotency_token: str) -> str | None:
-        """The remote reference of the job created with this token, or None if there is none."""
+        """The remote reference of the job created with this token, or None if there is none.
+
+        None is a promise that no job carries the token (the ledger then submits once): return it
+        only on the provider's positive "no such job" answer, and raise `ProviderOutcomeUnknown`
+        for any answer that does not say either way.
+        """
         ...
 
 
