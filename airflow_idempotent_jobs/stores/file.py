@@ -208,12 +208,27 @@ class FileEpisodeStore(EpisodeStore):
             if repair and (text not in lookup.marked or not vouched):
                 self.index.repair(lookup.digest, text, marker=text not in lookup.marked, log=not vouched)
         for week in sorted({EpisodeId.parse(text).week for text in found}):
-            for other in self._scan(week):
-                if other.allocation_key == allocation_key and other.episode_id not in found:
+            for other in self._carrying(week, allocation_key):
+                if other.episode_id not in found:
                     found[other.episode_id] = other
                     if repair:
                         self.index.repair(lookup.digest, other.episode_id, marker=True, log=True)
         return list(found.values())
+
+    def _carrying(self, week: WeekId, allocation_key: str) -> Iterator[Episode]:
+        """The records of ``week`` that carry the key: each one parsed, only those fully read."""
+        for episode_id in self.committed_ids(week):
+            directory = f"{self._week(week)}/{episode_id}"
+            try:
+                require_dir(directory)
+                data = read_json(f"{directory}/{STATE_FILE}")
+            except FileNotFoundError:
+                continue
+            key = data.get("allocation_key") if isinstance(data, dict) else None
+            if key == allocation_key or not isinstance(key, str):
+                episode = self._load(episode_id, dirs_checked=True)  # a malformed record raises here
+                if episode is not None and episode.allocation_key == allocation_key:
+                    yield episode
 
     def _vouched_but_gone(self, allocation_key: str, episode_id: EpisodeId, episode: Episode | None) -> None:
         """Fail closed: the key log proves ``episode_id`` was committed for this key."""
