@@ -166,7 +166,10 @@ class HttpPaidProvider:
     def _no_job_shape(self) -> str:
         cfg = self.config
         if cfg.lookup_no_job_status is None:
-            return "a declared 'no job' answer (none is configured: lookup_no_job_status/lookup_no_job_path)"
+            return (
+                "a declared 'no job' answer (none is declared: lookup_no_job_status and lookup_no_job_path, "
+                "in reconcile --no-job-status and --no-job-path)"
+            )
         wanted = "an empty list" if cfg.lookup_no_job_value is None else repr(cfg.lookup_no_job_value)
         return f"the declared 'no job' answer (HTTP {cfg.lookup_no_job_status}, {wanted} at {cfg.lookup_no_job_path!r})"
 

@@ -178,7 +178,7 @@ def test_without_a_declared_answer_no_job_is_never_proven(file_store: EpisodeSto
     """The safe default: the real "no job" 404, undeclared, still reads as unknown, and nothing is sent."""
     bare = {"lookup_no_job_status": None, "lookup_no_job_path": None, "lookup_no_job_value": None}
     provider = provider_for(server, **bare)
-    with pytest.raises(ProviderOutcomeUnknown, match="none is configured"):
+    with pytest.raises(ProviderOutcomeUnknown, match="none is declared"):
         provider.find("never-used")
     eid = lost(file_store, server)
     before = file_store.get(eid)
