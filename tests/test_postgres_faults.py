@@ -14,11 +14,11 @@ import sqlalchemy as sa
 
 from airflow_idempotent_jobs import (
     IllegalTransition,
-    InvalidIdentifier,
     StoreUnavailable,
     SubmissionState,
     open_store,
 )
+from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.verify import check_store
@@ -61,11 +61,11 @@ def test_the_cli_says_so_in_one_line_with_exit_5() -> None:
 
 
 def test_urls_and_options(pg_database: str) -> None:
-    with pytest.raises(InvalidIdentifier):
+    with pytest.raises(InvalidConfiguration):
         PostgresEpisodeStore("mysql://x@127.0.0.1/db")
-    with pytest.raises(InvalidIdentifier):
+    with pytest.raises(InvalidConfiguration):
         PostgresEpisodeStore(pg_database, namespace="bad namespace")
-    with pytest.raises(InvalidIdentifier):
+    with pytest.raises(InvalidConfiguration):
         PostgresEpisodeStore(pg_database, schema="Bad-Schema")
     # An engine of the caller's (an Airflow hook's, say) is used as is and left open.
     engine = sa.create_engine(pg_database.replace("postgresql://", "postgresql+psycopg://", 1))
@@ -74,7 +74,7 @@ def test_urls_and_options(pg_database: str) -> None:
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM idempotent_jobs.episodes")).scalar_one() == 1
     engine.dispose()
-    with pytest.raises(InvalidIdentifier, match="psycopg 3"):
+    with pytest.raises(InvalidConfiguration, match="psycopg 3"):
         PostgresEpisodeStore(sa.create_engine(pg_database.replace("postgresql://", "postgresql+psycopg2://", 1)))
     other = pg_database.replace("postgresql://", "postgres://", 1) + "?namespace=team-b"
     with open_store(pg_database) as first, open_store(other) as second:
@@ -169,13 +169,13 @@ def test_an_empty_namespace_or_schema_is_bad_input_not_the_default(pg_database: 
     with open_store(pg_database) as store:
         store.allocate("2026-W32", "theirs")
     for query in ("?namespace=", "?schema=", "?namespace=&schema=x"):
-        with pytest.raises(InvalidIdentifier, match="must not be empty"):
+        with pytest.raises(InvalidConfiguration, match="must not be empty"):
             open_store(pg_database + query)
         done = _cli("--store", pg_database + query, "allocate", "--week", "2026-W32", "--key", "mine")
         assert (done.returncode, done.stdout, done.stderr.count("\n")) == (2, "", 1), done.stderr
-    with pytest.raises(InvalidIdentifier):
+    with pytest.raises(InvalidConfiguration):
         PostgresEpisodeStore(pg_database, namespace="")
-    with pytest.raises(InvalidIdentifier):
+    with pytest.raises(InvalidConfiguration):
         PostgresEpisodeStore(pg_database, schema="")
     with open_store(pg_database) as store:
         assert [e.allocation_key for e in store.list()] == ["theirs"]

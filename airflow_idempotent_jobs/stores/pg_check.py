@@ -9,8 +9,8 @@ import sqlalchemy as sa
 
 from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ..episode import Episode
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId
+from ..errors import InvalidIdentifier, StoreCorrupted
+from ..identity import EpisodeId, WeekId
 from . import pg_schema
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def check_postgres_store(
                 [Problem(store.where(), f"{found}; this code uses version {pg_schema.LATEST_VERSION}{advice}")]
             )
         episodes = tables.episodes
-        query = sa.select(episodes).where(episodes.c.namespace == store.namespace)
+        query = sa.select(*pg_schema.episode_columns(episodes)).where(episodes.c.namespace == store.namespace)
         if only:
             query = query.where(episodes.c.episode_id.in_([str(e) for e in only]))
         rows = conn.execute(query.order_by(episodes.c.week_id, episodes.c.sequence)).all()
@@ -59,6 +59,11 @@ def check_postgres_store(
         problems += check_episode_record(episode, where)
         for rule in rules:
             problems += rule(episode, where)
+    for week_id, mark in sorted(marks.items()):
+        try:  # the next allocation must be able to follow the mark
+            EpisodeId(WeekId.parse(week_id), int(mark) + 1)
+        except InvalidIdentifier:
+            problems.append(Problem(store.where(week_id, table="weeks"), f"highest_sequence {mark} is out of range"))
     for episode in good:
         mark = marks.get(episode.week_id)
         if mark is None or mark < episode.sequence:

@@ -12,11 +12,12 @@ import hashlib
 import importlib.resources
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import (
     TIMESTAMP,
     Column,
+    ColumnElement,
     Connection,
     Integer,
     MetaData,
@@ -24,11 +25,12 @@ from sqlalchemy import (
     Text,
     text,
 )
+from sqlalchemy import cast as sa_cast
 from sqlalchemy.dialects.postgresql import ENUM, JSONB
 from sqlalchemy.exc import DBAPIError
 
 from ..episode import SubmissionState
-from ..errors import InvalidIdentifier, StoreCorrupted
+from ..errors import InvalidConfiguration, StoreCorrupted
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -36,7 +38,10 @@ __all__ = [
     "MIGRATIONS",
     "Migration",
     "Tables",
+    "JSON_COLUMNS",
     "advisory_key",
+    "episode_columns",
+    "check_schema",
     "current_version",
     "migrate",
     "quote_schema",
@@ -45,6 +50,9 @@ __all__ = [
 
 DEFAULT_SCHEMA: Final = "idempotent_jobs"
 _SCHEMA_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+#: Schemas that belong to PostgreSQL (``pg_*`` too) or to everyone (``public``, where another
+#: application's ``schema_version`` table would be taken for the store's).
+_FOREIGN_SCHEMAS: Final = frozenset({"public", "information_schema"})
 _MIGRATION_RE: Final = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
 
 
@@ -76,11 +84,23 @@ MIGRATIONS: Final = _load_migrations()
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 
 
+def check_schema(schema: object) -> str:
+    """A schema the store may create and own: a plain lowercase name, not PostgreSQL's nor ``public``."""
+    if not isinstance(schema, str) or not _SCHEMA_RE.fullmatch(schema):
+        shown = repr(schema)[:60]
+        raise InvalidConfiguration(
+            "PostgreSQL store", "schema", f"{shown}: use lowercase letters, digits and _ (at most 63)"
+        )
+    if schema in _FOREIGN_SCHEMAS or schema.startswith("pg_"):
+        raise InvalidConfiguration(
+            "PostgreSQL store", "schema", f"{schema!r} is not the store's to write into: give it a schema of its own"
+        )
+    return schema
+
+
 def quote_schema(schema: str) -> str:
     """The schema name, checked and quoted for use in SQL text (it cannot be a bound parameter)."""
-    if not isinstance(schema, str) or not _SCHEMA_RE.fullmatch(schema):
-        raise InvalidIdentifier("database schema", schema, "use lowercase letters, digits and _ (at most 63)")
-    return f'"{schema}"'
+    return f'"{check_schema(schema)}"'
 
 
 def advisory_key(*parts: str) -> int:
@@ -99,6 +119,15 @@ class Tables:
     weeks: Table
     episodes: Table
     submission_transitions: Table
+
+
+#: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
+JSON_COLUMNS: Final = ("submission", "metadata")
+
+
+def episode_columns(episodes: Table) -> list[ColumnElement[Any]]:
+    """Every column of ``episodes``, the JSON ones as their text (so a refused value can name its row)."""
+    return [sa_cast(c, Text).label(c.name) if c.name in JSON_COLUMNS else c for c in episodes.columns]
 
 
 @functools.lru_cache(maxsize=16)
@@ -164,21 +193,34 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_version (
 
 
 def current_version(conn: Connection, schema: str) -> int | None:
-    """The highest migration applied in ``schema``; None when the store was never created there."""
+    """The highest migration applied in ``schema``; None when the store was never created there.
+
+    A ``schema_version`` table that is not the store's (other columns, or migrations of other
+    names: another application's) is `InvalidConfiguration`: its numbers mean nothing here.
+    """
     quoted = quote_schema(schema)
-    # A query on pg_class, not to_regclass(): to_regclass() may answer from this backend's catalog
+    # A query on the catalog, not to_regclass(): to_regclass() may answer from this backend's catalog
     # cache, stale until the next relation lock, so it can miss a schema another client just created.
-    present = conn.execute(
+    columns = conn.execute(
         text(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-            " ON n.oid = c.relnamespace WHERE n.nspname = :schema AND c.relname = 'schema_version')"
+            "SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a"
+            " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = :schema AND c.relname = 'schema_version' AND a.attnum > 0 AND NOT a.attisdropped"
         ),
         {"schema": schema},
-    )
-    if not present.scalar_one():
+    ).scalar_one()
+    if columns is None:
         return None
-    version = conn.execute(text(f"SELECT max(version) FROM {quoted}.schema_version")).scalar_one()
-    return None if version is None else int(version)
+    ours = columns == ["version", "name", "applied_at"]
+    applied = conn.execute(text(f"SELECT version, name FROM {quoted}.schema_version")).all() if ours else None
+    known = {m.version: m.name for m in MIGRATIONS}
+    if applied is None or any(version in known and known[version] != name for version, name in applied):
+        raise InvalidConfiguration(
+            "PostgreSQL store",
+            "schema",
+            f"{schema!r} holds a schema_version table that is not the store's: give the store a schema of its own",
+        )
+    return max((int(version) for version, _ in applied), default=None)
 
 
 def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) -> int:
@@ -195,6 +237,8 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) 
     found = current_version(conn, schema)
     if found is not None and found > LATEST_VERSION:
         raise StoreCorrupted(where, f"schema version {found} is newer than this code's {LATEST_VERSION}")
+    if found is None:
+        _refuse_a_schema_in_use(conn, schema)
     if found == LATEST_VERSION:
         return found
     _run_script(conn, _VERSION_TABLE_SQL.replace("{schema}", quoted))
@@ -204,6 +248,24 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) 
             _run_script(conn, step.sql.replace("{schema}", quoted))
             conn.execute(insert, {"version": step.version, "name": step.name})
     return found or 0
+
+
+def _refuse_a_schema_in_use(conn: Connection, schema: str) -> None:
+    """The store creates its tables only in an empty schema: one of another application is not its to share."""
+    held = conn.execute(
+        text(
+            "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = :schema"
+        ),
+        {"schema": schema},
+    ).scalar_one()
+    if held:
+        raise InvalidConfiguration(
+            "PostgreSQL store",
+            "schema",
+            f"{schema!r} already holds {held} tables, views or sequences that are not the store's: "
+            "give the store a schema of its own",
+        )
 
 
 def _run_script(conn: Connection, script: str) -> None:

@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ..episode import SCHEMA_VERSION, Episode
-from ..errors import AllocationConflict, EpisodeNotFound, IllegalTransition, StoreCorrupted
+from ..errors import AllocationConflict, EpisodeNotFound, IllegalTransition, InvalidIdentifier, StoreCorrupted
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
 
@@ -51,7 +51,9 @@ def statements(schema: str) -> Statements:
         "namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, "
         "created_at, updated_at, submission_state, submission, metadata, schema_version"
     )
-    select = f"SELECT {columns} FROM {s}.episodes WHERE namespace = %(namespace)s"
+    # The JSON columns as text: `safe_json` parses them, row by row (`PostgresEpisodeStore.episode_from_row`).
+    read = columns.replace("submission, metadata", "submission::text AS submission, metadata::text AS metadata")
+    select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
     return Statements(
         holders=f"{select} AND allocation_key = %(key)s",
         load=f"{select} AND episode_id = %(episode_id)s",
@@ -124,7 +126,15 @@ class PostgresSession:
 
     def highest_sequence(self, week: WeekId) -> int | None:
         row = self._conn.execute(self._sql.highest, {"namespace": self._namespace, "week_id": str(week)}).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+        if row is None or row[0] is None:
+            return None
+        highest = int(row[0])
+        try:  # a mark no episode id can follow (past 999 999 999) was not written by this code
+            EpisodeId(week, highest + 1)
+        except InvalidIdentifier:
+            where = self._store.where(str(week), table="weeks")
+            raise StoreCorrupted(where, f"highest_sequence {highest} is out of range") from None
+        return highest
 
     def insert(self, episode: Episode) -> None:
         # Sent by `commit`, in the same round trip as COMMIT: nothing is visible before it anyway.

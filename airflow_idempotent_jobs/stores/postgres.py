@@ -20,61 +20,56 @@ backstop. A connection lost before COMMIT leaves nothing: the transaction simply
 from __future__ import annotations
 
 import builtins
-import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
-from sqlalchemy.engine.url import URL, make_url
 
+from .. import safe_json
 from ..check import CheckReport, EpisodeRule
 from ..episode import Episode
 from ..errors import (
     IdempotentJobsError,
-    InvalidIdentifier,
+    InvalidConfiguration,
     StoreCorrupted,
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId
 from . import POSTGRES_SCHEMES, pg_schema
 from .base import EpisodeStore
+from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_engine
+from .pg_options import WHAT, check_namespace, check_seconds, parse_store_url
 from .pg_session import PostgresSession
 
 __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 
-_NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-#: lock_not_available (lock_timeout), query_canceled (statement_timeout).
-_TIMEOUTS: Final = frozenset({"55P03", "57014"})
-
-
-def engine_url(text: str) -> tuple[URL, dict[str, str]]:
-    """The psycopg 3 URL for ``text``, and the store options found in its query (``namespace``, ``schema``)."""
-    try:
-        url = make_url(text)
-    except (sa.exc.ArgumentError, ValueError) as exc:
-        raise InvalidIdentifier("store URL", _without_password(text), "not a valid postgresql:// URL") from exc
-    if url.drivername not in POSTGRES_SCHEMES:
-        raise InvalidIdentifier("store URL", url.render_as_string(), "use postgresql:// (driven by psycopg 3)")
-    # make_url drops ``?namespace=`` silently: an empty value would then mean the default namespace,
-    # another pipeline's jobs. Read the raw query for that case.
-    for name, value in parse_qsl(urlsplit(text).query, keep_blank_values=True):
-        if name in ("namespace", "schema") and not value:
-            raise InvalidIdentifier(name, value, "must not be empty (leave it out for the default)")
-    options = {k: str(url.query[k]) for k in ("namespace", "schema") if k in url.query}
-    return url.set(drivername="postgresql+psycopg").difference_update_query(options), options
-
-
-def _without_password(text: str) -> str:
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1@", text)
+#: lock_not_available: lock_timeout expired.
+_LOCK_TIMEOUT: Final = "55P03"
+#: query_canceled: statement_timeout expired (or a cancel request).
+_STATEMENT_TIMEOUT: Final = "57014"
+#: numeric_value_out_of_range: a stored number the code cannot go on from (a high-water mark at the limit).
+_OUT_OF_RANGE: Final = "22003"
+DEFAULT_LOCK_TIMEOUT: Final = 30.0
+DEFAULT_STATEMENT_TIMEOUT: Final = 30.0
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 
 
 class PostgresEpisodeStore(EpisodeStore):
-    """Episodes as rows of ``<schema>.episodes``, shared by every host that reaches the database."""
+    """Episodes as rows of ``<schema>.episodes``, shared by every host that reaches the database.
+
+    Options (each also a URL query parameter; an argument given here wins over the URL):
+    ``namespace`` (default ``default``), ``schema`` (default ``idempotent_jobs``), and bounds in
+    seconds: ``lock_timeout`` (waiting for the namespace's lock or a row lock, default 30),
+    ``statement_timeout`` (a statement's work beyond its lock wait, default 30) and
+    ``connect_timeout`` (default 10). No call waits longer than lock_timeout + statement_timeout
+    + 1 s for any one answer from the server, even from a server that stopped answering: then
+    it raises `StoreUnavailable`. The statement and client bounds apply to engines the store
+    creates from a URL; with an ``Engine`` of the caller's only ``lock_timeout`` applies (per
+    transaction).
+    """
 
     def __init__(
         self,
@@ -82,36 +77,44 @@ class PostgresEpisodeStore(EpisodeStore):
         *,
         namespace: str | None = None,
         schema: str | None = None,
-        lock_timeout: float = 30.0,
-        connect_timeout: float = 10.0,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
+        connect_timeout: float | None = None,
         engine_options: Mapping[str, Any] | None = None,
     ) -> None:
-        options: dict[str, str] = {}
         if isinstance(url_or_engine, Engine):
             if url_or_engine.dialect.driver != "psycopg":
-                where = url_or_engine.url.render_as_string()
-                raise InvalidIdentifier("store engine", where, "use the psycopg 3 driver (postgresql+psycopg://)")
+                raise InvalidConfiguration(WHAT, "engine", "use the psycopg 3 driver (postgresql+psycopg://)")
+            parsed = None
+        elif isinstance(url_or_engine, str):
+            parsed = parse_store_url(url_or_engine, POSTGRES_SCHEMES)
+        else:
+            raise InvalidConfiguration(
+                WHAT, "URL", f"must be a postgresql:// URL or an Engine, not {type(url_or_engine).__name__}"
+            )
+
+        def pick(name: str, given: Any, default: Any) -> Any:
+            found = getattr(parsed, name) if parsed is not None else None
+            return given if given is not None else (found if found is not None else default)
+
+        self._namespace = check_namespace(pick("namespace", namespace, "default"))
+        self.schema = pg_schema.check_schema(pick("schema", schema, pg_schema.DEFAULT_SCHEMA))
+        self.tables = pg_schema.tables(self.schema)
+        self.lock_timeout = check_seconds(
+            "lock_timeout", pick("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT), zero_ok=True
+        )
+        self.statement_timeout = check_seconds(
+            "statement_timeout", pick("statement_timeout", statement_timeout, DEFAULT_STATEMENT_TIMEOUT), zero_ok=False
+        )
+        self.connect_timeout = check_seconds(
+            "connect_timeout", pick("connect_timeout", connect_timeout, DEFAULT_CONNECT_TIMEOUT), zero_ok=False
+        )
+        self.timeouts = Timeouts(self.lock_timeout, self.statement_timeout, self.connect_timeout)
+        if isinstance(url_or_engine, Engine):
             engine, self._owns_engine = url_or_engine, False
         else:
-            url, options = engine_url(url_or_engine)
-            settings: dict[str, Any] = {
-                "pool_pre_ping": True,
-                "connect_args": {
-                    "connect_timeout": max(1, round(connect_timeout)),
-                    "application_name": "idempotent-jobs",
-                },
-            }
-            settings.update(engine_options or {})
-            engine, self._owns_engine = sa.create_engine(url, **settings), True
-        self._namespace = namespace if namespace is not None else options.get("namespace", "default")
-        if not _NAMESPACE_RE.fullmatch(self._namespace):
-            raise InvalidIdentifier("namespace", self._namespace, "use 1..128 letters, digits and _ . : -")
-        self.schema = schema if schema is not None else options.get("schema", pg_schema.DEFAULT_SCHEMA)
-        self.tables = pg_schema.tables(self.schema)
-        if not math.isfinite(lock_timeout) or lock_timeout < 0:
-            # NaN or infinity would fail later, in the middle of a transaction, as a traceback.
-            raise InvalidIdentifier("lock timeout", lock_timeout, "must be a finite number of seconds >= 0")
-        self.lock_timeout = lock_timeout
+            assert parsed is not None
+            engine, self._owns_engine = create_engine(parsed.url, self.timeouts, dict(engine_options or {})), True
         self.engine = engine
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
@@ -129,19 +132,15 @@ class PostgresEpisodeStore(EpisodeStore):
     def location(self) -> str:
         return self._location
 
-    @property
-    def lock_timeout_ms(self) -> int:
-        # lock_timeout = 0 means "wait forever" in PostgreSQL; keep 0 meaning "do not wait".
-        return max(1, round(self.lock_timeout * 1000))
-
     @contextmanager
     def _session(self) -> Iterator[PostgresSession]:
         self.ensure_schema()
         # The transaction is delimited by hand on an autocommit connection, so that BEGIN and the
         # lock travel in one message (simple protocol: the lock's arguments are our own integers).
+        # The store's own connections carry lock_timeout already; an Engine of the caller's does not.
         begin = (
             "BEGIN ISOLATION LEVEL READ COMMITTED; "
-            f"SELECT set_config('lock_timeout', '{self.lock_timeout_ms:d}', true), "
+            f"SELECT set_config('lock_timeout', '{self.timeouts.lock_ms:d}', true), "
             f"pg_advisory_xact_lock({self._lock_key:d})"
         )
         with self._translated(), self._reader.connect() as pooled:
@@ -196,19 +195,31 @@ class PostgresEpisodeStore(EpisodeStore):
         with self._translated(), self._writer.begin() as conn:
             found = pg_schema.current_version(conn, self.schema)
             if found != pg_schema.LATEST_VERSION:
-                pg_schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.lock_timeout_ms)
+                pg_schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
         self._schema_ready = True
 
     # -- rows ----------------------------------------------------------------------------------
-    def where(self, episode_id: str | None = None) -> str:
-        """A place in this store for messages: the database, schema, namespace and row."""
-        row = f"/{episode_id}" if episode_id else ""
-        return f"{self._location} {self.schema}.episodes[{self._namespace}{row}]"
+    def where(self, row: str | None = None, table: str = "episodes") -> str:
+        """A place in this store for messages: the database, schema, table, namespace and row."""
+        key = f"/{row}" if row else ""
+        return f"{self._location} {self.schema}.{table}[{self._namespace}{key}]"
 
     def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
-        """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row."""
+        """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row.
+
+        The JSON columns arrive as text (`pg_schema.episode_columns`) and are parsed here by
+        `safe_json`: PostgreSQL's jsonb holds what Python must not (``1e999`` is a 1 000-digit
+        numeric, nesting thousands deep), and the driver's ``json.loads`` would fail on it with a
+        traceback, or not at all, before anyone knew which row it came from.
+        """
         where = self.where(str(data["episode_id"]))
-        submission, metadata = data["submission"], data["metadata"]
+        parsed: dict[str, Any] = {}
+        for name in pg_schema.JSON_COLUMNS:
+            try:
+                parsed[name] = safe_json.loads(data[name])
+            except safe_json.UnsafeJson as exc:
+                raise StoreCorrupted(where, f"{name}: {exc}") from None
+        submission, metadata = parsed["submission"], parsed["metadata"]
         if not isinstance(submission, dict):
             raise StoreCorrupted(where, "submission is not a JSON object")
         if not isinstance(metadata, dict):
@@ -233,7 +244,9 @@ class PostgresEpisodeStore(EpisodeStore):
     def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
         self.ensure_schema()
         episodes = self.tables.episodes
-        query = sa.select(episodes).where(episodes.c.namespace == self._namespace, condition)
+        query = sa.select(*pg_schema.episode_columns(episodes)).where(
+            episodes.c.namespace == self._namespace, condition
+        )
         with self._translated(), self._reader.connect() as conn:
             return list(conn.execute(query))
 
@@ -252,10 +265,20 @@ class PostgresEpisodeStore(EpisodeStore):
 
     def _translate(self, orig: BaseException | None, *, lost: bool = False) -> IdempotentJobsError:
         state = getattr(orig, "sqlstate", None)
-        if state in _TIMEOUTS:
+        if state == _LOCK_TIMEOUT:
             return StoreUnavailable(
                 f"could not lock the PostgreSQL store {self._location} (namespace {self._namespace}) "
                 f"within {self.lock_timeout:g}s: another client holds it"
+            )
+        if state == _STATEMENT_TIMEOUT:
+            return StoreUnavailable(
+                f"PostgreSQL store {self._location}: a statement ran longer than "
+                f"{self.timeouts.statement_ms / 1000:g}s (lock_timeout + statement_timeout) and was cancelled"
+            )
+        if isinstance(orig, NoAnswer):
+            return StoreUnavailable(
+                f"PostgreSQL store {self._location} is unavailable: the server did not answer within "
+                f"{self.timeouts.answer:g}s (lock_timeout + statement_timeout + {ANSWER_GRACE:g}s)"
             )
         if lost or isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError)):
             return StoreUnavailable(f"PostgreSQL store {self._location} is unavailable: {_one_line(orig)}")
