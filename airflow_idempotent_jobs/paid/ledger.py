@@ -68,6 +68,8 @@ __all__ = [
 _S = SubmissionState
 #: Default time after which a ``submitting`` claim written on another host counts as abandoned.
 DEFAULT_CLAIM_LEASE = 900.0
+#: Longest remote reference kept: a provider's job id is a short, opaque text.
+MAX_REF_CHARS: Final = 512
 
 
 class SubmissionInProgress(IdempotentJobsError):
@@ -253,6 +255,8 @@ class SubmissionLedger:
         seen = episode.submission
         assert seen.token is not None
         ref = provider.find(seen.token)
+        if ref is not None and _ref_problem(ref):
+            raise SubmissionStateUnknown(eid, _unusable_ref("token lookup", ref, redactor(provider)))
         found: list[bool] = []
         episode = self.store.update(eid, lambda ep: self._after_find(ep, seen, ref, found))
         if not found:
@@ -349,6 +353,10 @@ class SubmissionLedger:
             if not isinstance(exc, ProviderOutcomeUnknown):
                 raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {error}") from cause
             _reraise_redacted(exc, error)
+        if _ref_problem(ref):  # the job may exist, but no record (or jsonb) can hold this reference
+            note = _unusable_ref("submit", ref, redact)
+            self._settle(eid, sub.claimed_by, _S.UNKNOWN, note, error=note)
+            raise SubmissionStateUnknown(eid, note)
         return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
 
     def _settle(self, eid: str, claim: str, state: SubmissionState, note: str, **changes: Any) -> Episode:
@@ -437,6 +445,9 @@ class SubmissionLedger:
                 raise ValueError("this provider cannot look tokens up; give remote_ref or not_submitted")
             assert seen.submission.token is not None
             remote_ref = provider.find(seen.submission.token)
+            if remote_ref is not None and _ref_problem(remote_ref):
+                reason = _unusable_ref("token lookup", remote_ref, redactor(provider))
+                raise NotReconcilable(eid, seen.submission.state.value, reason)
             how = "token lookup: " + ("job found" if remote_ref is not None else "no job for the token")
 
         def change(ep: Episode) -> Episode:
@@ -557,6 +568,24 @@ def _text(exc: BaseException) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _ref_problem(ref: object) -> str | None:
+    """Why a provider's job reference cannot be kept, or None."""
+    if not isinstance(ref, str) or not ref:
+        return "not a non-empty text"
+    if len(ref) > MAX_REF_CHARS:
+        return f"longer than {MAX_REF_CHARS} characters"
+    if not ref.isprintable():  # NUL (refused by jsonb), controls, lone surrogates (not UTF-8)
+        return "holds unprintable characters"
+    return None
+
+
+def _unusable_ref(where: str, ref: object, redact: Callable[[str], str]) -> str:
+    return clean_text(
+        f"the provider's {where} answered a job reference that cannot be kept ({_ref_problem(ref)}): {_short(ref)}",
+        redact,
+    )
 
 
 def _reraise_redacted(exc: BaseException, text: str) -> NoReturn:

@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_idempotent_jobs import EpisodeStore, SubmissionState, safe_json
+from airflow_idempotent_jobs import EpisodeStore, SubmissionState, SubmissionStateUnknown, safe_json
 from airflow_idempotent_jobs.paid import (
     DEFAULT_RESULT_LIMIT,
+    NotReconcilable,
+    ProviderCapabilities,
     RemoteState,
     RemoteStatus,
     SubmissionLedger,
     bound_result,
+    idempotency_token,
     wait_for_terminal,
 )
+from airflow_idempotent_jobs.paid.http import HttpPaidProvider
+from airflow_idempotent_jobs.paid.server import ProviderServer
 from tests.backends import Backend, FileBackend
 from tests.paid.raw_provider import RawProvider
+from tests.paid.support import CAPABILITIES, provider_for
 
 REQUEST = {"prompt": "weekly video"}
 
@@ -146,3 +152,53 @@ def test_a_long_error_text_is_bounded(file_store: EpisodeStore, api: RawProvider
     sub = file_store.get(_pay(file_store, api)).submission
     assert sub.state is SubmissionState.FAILED
     assert sub.error is not None and len(sub.error) < 2100 and "(100000 characters)" in sub.error
+
+
+class OddIdProvider:
+    """A provider (the real HTTP one underneath) whose job ids are ``job_id``: what a plugged-in
+    provider that does not check its answers may hand the ledger."""
+
+    def __init__(self, inner: HttpPaidProvider, job_id: str) -> None:
+        self.inner, self.job_id = inner, job_id
+
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        return self.inner.capabilities
+
+    def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
+        self.inner.submit(request, idempotency_token)
+        return self.job_id
+
+    def status(self, remote_ref: str) -> RemoteStatus:
+        return self.inner.status(remote_ref)
+
+    def find(self, idempotency_token: str) -> str | None:
+        return self.job_id if self.inner.find(idempotency_token) else None
+
+
+@pytest.mark.parametrize("job_id", ["job\u0000x", "j" * 5000, "job\nInjected: line"], ids=["nul", "long", "newline"])
+def test_a_job_reference_no_record_can_hold_fails_closed(backend: Backend, job_id: str) -> None:
+    """The provider accepted, but its id cannot be kept (jsonb refuses NUL; a 5000-character id is no id):
+    the submission is `unknown` and the task stops for reconcile, never a store traceback or a loop."""
+    store = backend.open()
+    try:
+        eid = store.allocate("2026-W32", "k").episode_id
+        token = idempotency_token(store.identity, eid)
+        with ProviderServer(polls_to_finish=1, **CAPABILITIES["b-lookup"]) as server:
+            provider = OddIdProvider(provider_for(server), job_id)
+            ledger = SubmissionLedger(store)
+            with pytest.raises(SubmissionStateUnknown, match="cannot be kept") as caught:
+                ledger.submit(eid, provider, REQUEST)
+            assert "idempotent-jobs reconcile" in str(caught.value) and len(str(caught.value)) < 2500
+            sub = store.get(eid).submission
+            assert sub.state is SubmissionState.UNKNOWN and sub.remote_ref is None
+            assert sub.error is not None and "cannot be kept" in sub.error and "\x00" not in sub.error
+            # The retry looks the token up (capability b), finds the same unusable id: refused, unchanged.
+            with pytest.raises(SubmissionStateUnknown, match="token lookup answered"):
+                ledger.submit(eid, provider, REQUEST)
+            assert store.get(eid).submission == sub
+            with pytest.raises(NotReconcilable, match="cannot be kept"):
+                ledger.reconcile(eid, provider=provider, settled_by="oncall")
+            assert server.accepted(token) == 1 and server.submissions(token) == 1
+    finally:
+        store.close()
