@@ -184,3 +184,31 @@ def test_an_episodes_or_index_path_that_is_a_regular_file_is_named_by_every_comm
         assert "not a directory" in result.stderr
     assert_check_reports(root, path)
     assert path.read_bytes() == b"not a directory\n"
+
+
+# -- files written in place that have another name -----------------------------------------------
+
+HARD_LINKED: dict[str, tuple[str, list[tuple[str, ...]]]] = {
+    "history": ("episodes/2026-W32/history.jsonl", [ALLOCATE_NEW]),
+    "key-log": (f"index/log/{key_digest('k-new')[:2]}.log", [ALLOCATE_NEW]),
+    "lock": (".lock", [ALLOCATE_NEW, RETRY]),
+}
+
+
+@pytest.mark.parametrize("place", HARD_LINKED)
+def test_a_file_written_in_place_with_a_second_name_outside_is_refused_before_any_write(
+    root: Path, tmp_path: Path, place: str
+) -> None:
+    """A hard link is no symlink, but appending to it writes to its other name: refused before the commit."""
+    relative, commands = HARD_LINKED[place]
+    path = root / relative
+    outside = tmp_path / "outside-name"
+    os.link(path, outside)
+    before, listed = outside.read_bytes(), sorted(p.name for p in (root / "episodes" / "2026-W32").iterdir())
+    for command in commands:
+        result = cli(root, *command)
+        assert_one_line(result, path)
+        assert "hard links" in result.stderr
+    assert outside.read_bytes() == before
+    assert sorted(p.name for p in (root / "episodes" / "2026-W32").iterdir()) == listed
+    assert_check_reports(root, path)

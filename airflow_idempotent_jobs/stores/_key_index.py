@@ -137,7 +137,7 @@ class KeyIndex:
         """Episodes the bucket's log records for ``digest``; `IndexDamaged` if the log is missing."""
         path = self.log(digest)
         try:
-            raw = read_file(path)
+            raw = read_file(path, one_name=True)  # appended to after the commit: refuse it before
         except FileNotFoundError:
             raise IndexDamaged(path) from None
         found = set()

@@ -129,7 +129,7 @@ def read_history_tail(path: str | Path, week: WeekId) -> HistoryTail | None:
     Reads at most a few kilobytes from each end, whatever the week's size.
     """
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, one_name=True)  # appended to after the commit: refuse it before
     except FileNotFoundError:
         return None
     try:

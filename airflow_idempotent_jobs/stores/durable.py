@@ -27,6 +27,7 @@ __all__ = [
     "SyncBatch",
     "dump_json",
     "file_kind",
+    "hard_links",
     "fsync_dir",
     "open_regular",
     "read_file",
@@ -74,11 +75,13 @@ def require_dir(path: str | Path) -> None:
     raise StoreCorrupted(str(path), f"not a directory{kind}")
 
 
-def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, one_name: bool = False) -> int:
     """Open ``path`` without following a link; anything but a regular file is `StoreCorrupted`.
 
     ``O_NONBLOCK`` makes opening a FIFO return at once instead of waiting for a writer (and is
-    ignored for regular files). A directory raises `IsADirectoryError`, as ``open`` would.
+    ignored for regular files). A directory raises `IsADirectoryError`, as ``open`` would. A file
+    opened for writing (or read with ``one_name``, before a write) must have one name only: the
+    store appends to such files in place, and a hard link would carry the writes to its other name.
     """
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
@@ -89,20 +92,27 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) 
             raise StoreCorrupted(str(path), "not a regular file (a FIFO)") from None
         raise
     try:
-        kind = os.fstat(fd).st_mode
-        if stat.S_ISDIR(kind):
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(kind):
-            raise StoreCorrupted(str(path), f"not a regular file ({file_kind(kind)})")
+        if not stat.S_ISREG(status.st_mode):
+            raise StoreCorrupted(str(path), f"not a regular file ({file_kind(status.st_mode)})")
+        if (one_name or flags & (os.O_WRONLY | os.O_RDWR)) and status.st_nlink > 1:
+            raise StoreCorrupted(str(path), hard_links(status.st_nlink))
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def read_file(path: str | Path) -> bytes:
+def hard_links(count: int) -> str:
+    """What a refusal of a file written in place that has other names says (commands and check agree)."""
+    return f"has {count} hard links (the store writes this file in place, so it must have one name)"
+
+
+def read_file(path: str | Path, *, one_name: bool = False) -> bytes:
     """The bytes of a regular file (see `open_regular`), at most `MAX_READ` of them."""
-    fd = open_regular(path)
+    fd = open_regular(path, one_name=one_name)
     try:
         size = os.fstat(fd).st_size
         chunks, total = [], 0

@@ -16,10 +16,13 @@ from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
 from ._key_index import BUCKET_CHARS, parse_log_line
 from ._week_history import HISTORY_FILE, read_history
-from .durable import SYMLINK, TMP_PREFIX, file_kind, read_file, read_json, read_versioned, require_dir
+from .durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
 from .file import STATE_FILE, FileEpisodeStore, key_digest
 
 __all__ = ["check_file_store"]
+
+#: Files the store appends to in place (besides the key logs): another name would receive the writes.
+_WRITTEN_IN_PLACE = frozenset({HISTORY_FILE, ".lock"})
 
 
 def check_file_store(
@@ -66,7 +69,15 @@ def _strange_entries(root: Path) -> list[Problem]:
                 problems.append(Problem(entry.path, SYMLINK))
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
-            elif not entry.is_file(follow_symlinks=False):
+            elif entry.is_file(follow_symlinks=False):
+                if entry.name in _WRITTEN_IN_PLACE or entry.name.endswith(".log"):
+                    try:
+                        links = entry.stat(follow_symlinks=False).st_nlink
+                    except OSError:
+                        continue
+                    if links > 1:
+                        problems.append(Problem(entry.path, hard_links(links)))
+            else:
                 try:
                     kind = file_kind(entry.stat(follow_symlinks=False).st_mode)
                 except OSError:
