@@ -31,7 +31,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from ..episode import Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
@@ -47,14 +47,13 @@ from ..stores.base import EpisodeLike, EpisodeStore
 from .fingerprint import RequestConflict, request_fingerprint
 from .provider import (
     PaidProvider,
-    ProviderError,
     ProviderOutcomeUnknown,
     ProviderRejected,
     ProviderUnavailable,
     RemoteState,
 )
 from .provider import RemoteStatus as RemoteStatus
-from .results import DEFAULT_RESULT_LIMIT, bound_result, clean_text, redactor
+from .results import DEFAULT_RESULT_LIMIT, bound_result, clean_text, redacting, redactor, reraise_redacted
 
 __all__ = [
     "BudgetUnknowable",
@@ -254,7 +253,8 @@ class SubmissionLedger:
         # plan "find": look the token up outside the lock, then compare-and-set.
         seen = episode.submission
         assert seen.token is not None
-        ref = provider.find(seen.token)
+        with redacting(provider):
+            ref = provider.find(seen.token)
         if ref is not None and _ref_problem(ref):
             raise SubmissionStateUnknown(eid, _unusable_ref("token lookup", ref, redactor(provider)))
         found: list[bool] = []
@@ -338,7 +338,7 @@ class SubmissionLedger:
         except ProviderUnavailable as exc:
             error = clean_text(_text(exc), redact)
             self._settle(eid, sub.claimed_by, back, f"not sent: {error}", error=error)
-            _reraise_redacted(exc, error)
+            reraise_redacted(exc, error)
         except BaseException as exc:
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: record, and let it go
                 self._settle(eid, sub.claimed_by, _S.UNKNOWN, "outcome of the submit call lost", error=_text(exc))
@@ -352,7 +352,7 @@ class SubmissionLedger:
                 raise SubmissionStateUnknown(eid, error) from cause
             if not isinstance(exc, ProviderOutcomeUnknown):
                 raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {error}") from cause
-            _reraise_redacted(exc, error)
+            reraise_redacted(exc, error)
         if _ref_problem(ref):  # the job may exist, but no record (or jsonb) can hold this reference
             note = _unusable_ref("submit", ref, redact)
             self._settle(eid, sub.claimed_by, _S.UNKNOWN, note, error=note)
@@ -444,7 +444,8 @@ class SubmissionLedger:
             if not provider.capabilities.lookup:
                 raise ValueError("this provider cannot look tokens up; give remote_ref or not_submitted")
             assert seen.submission.token is not None
-            remote_ref = provider.find(seen.submission.token)
+            with redacting(provider):
+                remote_ref = provider.find(seen.submission.token)
             if remote_ref is not None and _ref_problem(remote_ref):
                 reason = _unusable_ref("token lookup", remote_ref, redactor(provider))
                 raise NotReconcilable(eid, seen.submission.state.value, reason)
@@ -586,10 +587,3 @@ def _unusable_ref(where: str, ref: object, redact: Callable[[str], str]) -> str:
         f"the provider's {where} answered a job reference that cannot be kept ({_ref_problem(ref)}): {_short(ref)}",
         redact,
     )
-
-
-def _reraise_redacted(exc: BaseException, text: str) -> NoReturn:
-    """Raise ``exc``, or, if its text had to be redacted, the same provider error with ``text`` only."""
-    if text == _text(exc) or not isinstance(exc, ProviderError):
-        raise exc
-    raise type(exc)(text, status=exc.status) from None

@@ -15,7 +15,7 @@ from ..identity import EpisodeId
 from ..stores.base import EpisodeLike
 from .ledger import SubmissionLedger
 from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
-from .results import clean_text, redactor
+from .results import clean_text, redacting, redactor
 
 __all__ = ["PollTimeout", "wait_for_terminal"]
 
@@ -66,7 +66,8 @@ def wait_for_terminal(
         if sub.state is not SubmissionState.ACCEPTED or sub.remote_ref is None:
             raise IllegalTransition(eid, sub.state.value, "polled (only an accepted submission can be polled)")
         try:
-            status = provider.status(sub.remote_ref)
+            with redacting(provider):  # what it raises (a 401, a 404) reaches the task's log
+                status = provider.status(sub.remote_ref)
         except (ProviderUnavailable, ProviderOutcomeUnknown) as exc:
             last_error = clean_text(str(exc), redact)
         else:

@@ -13,15 +13,26 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from ..episode import OmittedResult
 from ..safe_json import MAX_DEPTH, UnsafeJson, check_depth, loads
 from .fingerprint import canonical_json
+from .provider import ProviderError
 
-__all__ = ["DEFAULT_RESULT_LIMIT", "MAX_ERROR_CHARS", "Bounded", "bound_result", "clean_text", "redactor"]
+__all__ = [
+    "DEFAULT_RESULT_LIMIT",
+    "MAX_ERROR_CHARS",
+    "Bounded",
+    "bound_result",
+    "clean_text",
+    "redacting",
+    "redactor",
+    "reraise_redacted",
+]
 
 #: Largest result kept, in bytes of its canonical JSON.
 DEFAULT_RESULT_LIMIT: Final = 64 * 1024
@@ -95,3 +106,30 @@ def clean_text(text: str, redact: Callable[[str], str] = _same, limit: int = MAX
     if len(text) > limit:
         text = f"{text[:limit]}... ({len(text)} characters)"
     return text.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+
+
+def reraise_redacted(exc: BaseException, text: str) -> NoReturn:
+    """Raise ``exc``, or, when ``text`` (its redacted text) differs, a copy carrying ``text`` only.
+
+    The copy is raised ``from None``: the original, with the secret in it, stays out of the chain
+    that Airflow logs. A provider error keeps its class and HTTP status; anything else becomes a
+    `ProviderError` (its own class may not be rebuilt from a text).
+    """
+    if text == (str(exc) or type(exc).__name__) or not isinstance(exc, Exception):
+        raise exc
+    copy: Exception
+    try:
+        copy = type(exc)(text, status=exc.status) if isinstance(exc, ProviderError) else ProviderError(text)
+    except TypeError:  # a provider's own subclass with another signature
+        copy = ProviderError(text, status=getattr(exc, "status", None))
+    raise copy from None
+
+
+@contextmanager
+def redacting(provider: object) -> Iterator[None]:
+    """Errors out of the ``with`` body (provider calls) with their text through the provider's ``redact``."""
+    redact = redactor(provider)
+    try:
+        yield
+    except Exception as exc:
+        reraise_redacted(exc, clean_text(str(exc) or type(exc).__name__, redact))

@@ -69,7 +69,10 @@ class LeakyProvider:
         return dataclasses.replace(status, error=f"{status.error} (account key {SECRET})")
 
     def find(self, idempotency_token: str) -> str | None:
-        return self.inner.find(idempotency_token)
+        try:
+            return self.inner.find(idempotency_token)
+        except ProviderError as exc:
+            raise self._leak(exc) from None
 
 
 @pytest.fixture
@@ -163,3 +166,32 @@ def test_record_status_redacts_with_the_callers_redact(file_store: EpisodeStore,
     status = RemoteStatus(RemoteState.FAILED, error=f"quota of {SECRET} exhausted")
     done = ledger.record_status(eid, status, redact=provider.redact)
     assert done.submission.error == "quota of <redacted> exhausted"
+
+
+def test_a_refused_status_call_is_raised_redacted(file_store: EpisodeStore, leaky_server: ProviderServer) -> None:
+    """A 401 on a status call is not a lost answer: wait_for_terminal raises it, redacted."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger, provider = SubmissionLedger(file_store), LeakyProvider(provider_for(leaky_server))
+    ledger.submit(eid, provider, {"prompt": "p"})
+    leaky_server.configure(status_errors=[401])
+    with pytest.raises(ProviderError, match="HTTP 401") as caught:
+        wait_for_terminal(ledger, eid, provider, timeout=10, initial_delay=0.01)
+    assert SECRET not in "".join(traceback.format_exception(caught.value))
+    assert "<redacted>" in str(caught.value)
+
+
+def test_a_failed_lookup_is_raised_redacted(file_store: EpisodeStore, store_dir: Path) -> None:
+    """Capability (b) after a lost answer: the lookup itself fails (the API stopped offering it)."""
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    with ProviderServer(polls_to_finish=1, fault="drop_after_accept", **CAPABILITIES["b-lookup"]) as server:
+        ledger, provider = SubmissionLedger(file_store), LeakyProvider(provider_for(server))
+        with pytest.raises(ProviderOutcomeUnknown):
+            ledger.submit(eid, provider, {"prompt": "p"})
+        server.configure(lookup=False)  # GET /jobs?token= now answers 501
+        for attempt in (
+            lambda: ledger.submit(eid, provider, {"prompt": "p"}),
+            lambda: ledger.reconcile(eid, provider=provider, settled_by="oncall"),
+        ):
+            with pytest.raises(ProviderError) as caught:
+                attempt()
+            _clean(caught.value, _state(store_dir, eid))
