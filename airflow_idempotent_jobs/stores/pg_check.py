@@ -46,7 +46,13 @@ def check_postgres_store(
                 )
             ).all()
         )
+        identity = conn.execute(
+            sa.select(tables.store_identity.c.identity).where(tables.store_identity.c.namespace == store.namespace)
+        ).scalar_one_or_none()
     problems: list[Problem] = []
+    if identity is None and (rows or marks):
+        # Its tokens would derive from a new identity on the next write: a retry could not find its job.
+        problems.append(Problem(store.where(table="store_identity"), "no identity recorded for this namespace"))
     good: list[Episode] = []
     for row in rows:
         try:

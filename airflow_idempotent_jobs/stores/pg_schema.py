@@ -119,6 +119,7 @@ class Tables:
     weeks: Table
     episodes: Table
     submission_transitions: Table
+    store_identity: Table
 
 
 #: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
@@ -176,6 +177,13 @@ def tables(schema: str) -> Tables:
             Column("from_state", state, primary_key=True),
             Column("to_state", state, primary_key=True),
         ),
+        store_identity=Table(
+            "store_identity",
+            metadata,
+            Column("namespace", Text, primary_key=True),
+            Column("identity", Text, nullable=False),
+            Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+        ),
     )
 
 
@@ -223,11 +231,12 @@ def current_version(conn: Connection, schema: str) -> int | None:
     return max((int(version) for version, _ in applied), default=None)
 
 
-def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) -> int:
+def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, target: int = LATEST_VERSION) -> int:
     """Bring ``schema`` to `LATEST_VERSION` in the caller's transaction; returns the version found first.
 
     Serialized across clients by an advisory lock, so concurrent first uses create it once.
-    Refuses (`StoreCorrupted`) a schema newer than this code.
+    Refuses (`StoreCorrupted`) a schema newer than this code. ``target``: stop at that version
+    (the upgrade tests build an older store with it).
     """
     quoted = quote_schema(schema)
     conn.execute(
@@ -239,12 +248,12 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int) 
         raise StoreCorrupted(where, f"schema version {found} is newer than this code's {LATEST_VERSION}")
     if found is None:
         _refuse_a_schema_in_use(conn, schema)
-    if found == LATEST_VERSION:
+    if found is not None and found >= target:
         return found
     _run_script(conn, _VERSION_TABLE_SQL.replace("{schema}", quoted))
     insert = text(f"INSERT INTO {quoted}.schema_version (version, name) VALUES (:version, :name)")
     for step in MIGRATIONS:
-        if found is None or step.version > found:
+        if (found is None or step.version > found) and step.version <= target:
             _run_script(conn, step.sql.replace("{schema}", quoted))
             conn.execute(insert, {"version": step.version, "name": step.name})
     return found or 0

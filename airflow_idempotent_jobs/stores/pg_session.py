@@ -9,6 +9,7 @@ a few uses. This keeps an allocation within a small factor of a bare ``INSERT ..
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,22 @@ from . import pg_schema
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore
 
-__all__ = ["ILLEGAL_TRANSITION", "IDENTITY_CHANGED", "PostgresSession", "Statements", "statements"]
+__all__ = [
+    "IDENTITY_CHANGED",
+    "IDENTITY_RE",
+    "ILLEGAL_TRANSITION",
+    "STORE_IDENTITY_CHANGED",
+    "PostgresSession",
+    "Statements",
+    "statements",
+]
 
-#: SQLSTATEs raised by the guard trigger of migration 0001.
+#: SQLSTATEs raised by the guard triggers of migrations 0001 and 0002.
 ILLEGAL_TRANSITION = "IJ001"
 IDENTITY_CHANGED = "IJ002"
+STORE_IDENTITY_CHANGED = "IJ003"
+#: A store identity: 128 random bits in hex (the schema's check constraint says the same).
+IDENTITY_RE = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,8 @@ class Statements:
     highest: str
     insert: str
     replace: str
+    identity: str
+    new_identity: str
 
 
 @functools.lru_cache(maxsize=16)
@@ -83,6 +97,8 @@ def statements(schema: str) -> Statements:
             " AND submission = %(before_submission)s AND status = %(before_status)s"
             " RETURNING episode_id"
         ),
+        identity=f"SELECT identity FROM {s}.store_identity WHERE namespace = %(namespace)s",
+        new_identity=f"INSERT INTO {s}.store_identity (namespace, identity) VALUES (%(namespace)s, %(identity)s)",
     )
 
 
@@ -108,6 +124,7 @@ class PostgresSession:
         self._sql = statements(store.schema)
         self._namespace = store.namespace
         self._pending: list[Episode] = []
+        self._new_identity: str | None = None
 
     def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
         with self._conn.cursor(row_factory=dict_row) as cur:
@@ -136,6 +153,19 @@ class PostgresSession:
             raise StoreCorrupted(where, f"highest_sequence {highest} is out of range") from None
         return highest
 
+    def identity(self) -> str | None:
+        """The namespace's identity as committed, or None for a namespace never written to."""
+        row = self._conn.execute(self._sql.identity, {"namespace": self._namespace}).fetchone()
+        if row is None:
+            return None
+        if not isinstance(row[0], str) or not IDENTITY_RE.fullmatch(row[0]):
+            raise StoreCorrupted(self._store.where(table="store_identity"), "identity is not 32 hex digits")
+        return row[0]
+
+    def create_identity(self, identity: str) -> None:
+        """Record the namespace's identity with this transaction's commit (and only if it commits)."""
+        self._new_identity = identity
+
     def insert(self, episode: Episode) -> None:
         # Sent by `commit`, in the same round trip as COMMIT: nothing is visible before it anyway.
         self._pending.append(episode)
@@ -147,8 +177,12 @@ class PostgresSession:
 
     def commit(self) -> None:
         """The commit point: pending inserts and COMMIT, pipelined into one round trip."""
-        if self._pending:
+        if self._pending or self._new_identity:
             with self._conn.pipeline():
+                if self._new_identity:
+                    self._conn.execute(
+                        self._sql.new_identity, {"namespace": self._namespace, "identity": self._new_identity}
+                    )
                 self.write()
                 self._conn.execute(b"COMMIT")
         else:

@@ -20,6 +20,8 @@ backstop. A connection lost before COMMIT leaves nothing: the transaction simply
 from __future__ import annotations
 
 import builtins
+import secrets
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
@@ -122,6 +124,9 @@ class PostgresEpisodeStore(EpisodeStore):
         self._lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
         self._schema_ready = False
+        #: This namespace's identity once read or committed; the one a session of this thread commits under.
+        self._identity: str | None = None
+        self._local = threading.local()
 
     # -- port ----------------------------------------------------------------------------------
     @property
@@ -149,19 +154,52 @@ class PostgresEpisodeStore(EpisodeStore):
             try:
                 conn.execute(begin.encode())
                 session = PostgresSession(self, conn)
+                identity = self._identity or self._identity_for(session)
+                self._local.identity = identity
                 try:
                     yield session
                     session.commit()
+                    self._identity = identity
                 except BaseException:
                     try:
                         conn.execute(b"ROLLBACK")
                     except psycopg.Error:
                         pooled.invalidate()  # the caller's error matters more than this one
                     raise
+                finally:
+                    self._local.identity = None
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:
                     pooled.invalidate(exc)
                 raise self._translate(exc) from exc
+
+    @property
+    def identity(self) -> str:
+        """This namespace's random identity (``store_identity``): idempotency tokens derive from it.
+
+        Created with the namespace's first committed write, recorded in the schema, and never
+        changed after (a trigger refuses it), so two stores never share a token, even when both
+        use the namespace ``default``. Asking for it before any write creates it.
+        """
+        if self._identity is not None:
+            return self._identity
+        pending = getattr(self._local, "identity", None)
+        if pending is not None:  # asked inside this thread's own session: it commits with that session
+            return str(pending)
+        with self._session():
+            pass
+        assert self._identity is not None
+        return self._identity
+
+    def _identity_for(self, session: PostgresSession) -> str:
+        """The identity a session commits under: the recorded one, or a new one it records on commit."""
+        found = session.identity()
+        if found is not None:
+            self._identity = found
+            return found
+        created = secrets.token_hex(16)
+        session.create_identity(created)
+        return created
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
         episodes = self.tables.episodes
