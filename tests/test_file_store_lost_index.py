@@ -240,3 +240,14 @@ def test_a_record_edited_to_a_key_never_allocated_is_reported_by_check_and_fails
     assert_check_names(root, "2026-W32-1")
     assert store.allocate("2026-W32", "k-edited").episode_id == "2026-W32-3"
     assert_conflict_naming(root, store, "2026-W32", "k-edited", ("2026-W32-1", "2026-W32-3"))
+
+
+def test_a_hand_edited_key_written_with_json_escapes_is_still_seen_by_a_retry(tmp_path: Path) -> None:
+    """The retry skips records that cannot carry the key by their bytes: an escaped key must not slip by."""
+    root = tmp_path / "store"
+    store = three_episodes(root)
+    path = root / "episodes" / "2026-W32" / "2026-W32-1" / "state.json"
+    text = path.read_text().replace('"allocation_key": "k1"', '"allocation_key": "\\u006b0"')
+    assert "\\u006b0" in text
+    path.write_text(text)
+    assert_conflict_naming(root, store, "2026-W32", "k0", ("2026-W32-0", "2026-W32-1"))

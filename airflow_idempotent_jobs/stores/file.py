@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import safe_json
 from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import AllocationConflict, InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
@@ -42,7 +43,16 @@ from ._file_session import STATE_FILE, FileSession
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, key_digest, log_line
 from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
 from .base import EpisodeStore
-from .durable import TMP_PREFIX, SyncBatch, read_json, read_versioned, require_dir, tmp_name, write_durable
+from .durable import (
+    TMP_PREFIX,
+    SyncBatch,
+    read_file,
+    read_json,
+    read_versioned,
+    require_dir,
+    tmp_name,
+    write_durable,
+)
 
 if TYPE_CHECKING:
     from ..check import CheckReport, EpisodeRule
@@ -216,14 +226,26 @@ class FileEpisodeStore(EpisodeStore):
         return list(found.values())
 
     def _carrying(self, week: WeekId, allocation_key: str) -> Iterator[Episode]:
-        """The records of ``week`` that carry the key: each one parsed, only those fully read."""
+        """The records of ``week`` that carry the key; only those that could are parsed.
+
+        A JSON string holds its text literally unless it uses an escape, and every escape starts
+        with a backslash: a record with neither the key's bytes nor a backslash cannot carry it.
+        """
+        needle = allocation_key.encode("utf-8")
         for episode_id in self.committed_ids(week):
             directory = f"{self._week(week)}/{episode_id}"
+            path = f"{directory}/{STATE_FILE}"
             try:
                 require_dir(directory)
-                data = read_json(f"{directory}/{STATE_FILE}")
+                raw = read_file(path)
             except FileNotFoundError:
                 continue
+            if needle not in raw and b"\\" not in raw:
+                continue
+            try:
+                data = safe_json.loads(raw)
+            except safe_json.UnsafeJson:
+                data = None  # `_load` below says what is wrong with it
             key = data.get("allocation_key") if isinstance(data, dict) else None
             if key == allocation_key or not isinstance(key, str):
                 episode = self._load(episode_id, dirs_checked=True)  # a malformed record raises here
