@@ -4,9 +4,12 @@ Run: ``.venv/bin/python benchmarks/postgres.py`` (server from the ``PG*`` variab
 ``postgres@127.0.0.1:5432``). Not a test: it prints figures and a ratio with PASS/MISS.
 
 - Latency: allocations (p50, p95) over a history of 20 000 episodes, interleaved sample by sample
-  with one bare ``INSERT ... COMMIT`` of a row of a similar shape on a connection from the same
-  pool (same driver, same pre-ping), so that both see the same server, disk and load. Target:
-  allocation at most 2x the bare insert.
+  with one bare ``INSERT ... COMMIT`` of a row of a similar shape on a plain pooled psycopg
+  connection (same driver, same pre-ping, none of the store's bounds), so that both see the same
+  server, disk and load. Target: allocation at most 2x the bare insert.
+- Round trips: allocations and bare inserts through a relay that delays each client-to-server
+  chunk by 20 ms; the extra time over 20 ms is the number of round trips. The store's bounds
+  are set once per connection (startup packet), so they add none.
 - Throughput: 1, 4 and 16 client processes allocating in one namespace (they all queue on its
   advisory lock, by design), in allocations per second of wall time.
 
@@ -18,13 +21,17 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import queue
+import socket
 import statistics
 import sys
+import threading
 import time
 from typing import Any
 from urllib.parse import quote
 
 import psycopg
+import sqlalchemy as sa
 from psycopg.types.json import Jsonb
 
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
@@ -70,13 +77,18 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def latency(url: str, count: int) -> tuple[list[float], list[float]]:
-    """Allocations and bare inserts, interleaved; both check a connection out of the same pool."""
+    """Allocations and bare inserts, interleaved.
+
+    The bare insert runs on a plain pooled psycopg connection (SQLAlchemy, pre-ping, no bounds, no
+    session options): whatever the store's bounded connections and checks cost counts against it.
+    """
     store = PostgresEpisodeStore(url)
+    plain = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), pool_pre_ping=True)
     bare = "INSERT INTO bare (key, created_at, record) VALUES (%s, %s, %s)"
     record = Jsonb({"state": "none", "history": []})
 
     def insert(key: str) -> None:
-        with store.engine.connect() as pooled:
+        with plain.connect() as pooled:
             conn = pooled.connection.driver_connection
             assert isinstance(conn, psycopg.Connection)
             conn.execute(bare, (key, "2000-01-01T00:00:00.000000+00:00", record))
@@ -85,7 +97,7 @@ def latency(url: str, count: int) -> tuple[list[float], list[float]]:
     allocations, inserts = [], []
     weeks = [f"2100-W{1 + n // PER_WEEK % 50:02d}" for n in range(count)]
     try:
-        for i in range(20):  # warm the pool, the prepared statements and the caches
+        for i in range(20):  # warm the pools, the prepared statements and the caches
             store.allocate("2099-W01", f"warm:{i}")
             insert(f"warm:{i}")
         for i, week in enumerate(weeks):
@@ -97,7 +109,116 @@ def latency(url: str, count: int) -> tuple[list[float], list[float]]:
             inserts.append(time.perf_counter() - start)
     finally:
         store.close()
+        plain.dispose()
     return allocations, inserts
+
+
+class DelayProxy:
+    """A TCP relay to the server that holds each client-to-server chunk for ``delay`` seconds.
+
+    An allocation through it is slower by ``delay`` times the number of times the client sends
+    and then waits for an answer: its round trips, counted on the wire rather than in the code.
+    """
+
+    def __init__(self, host: str, port: int, delay: float) -> None:
+        self.target, self.delay = (host, port), delay
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._pump, args=(client, server, self.delay), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, 0.0), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, delay: float) -> None:
+        """Forward ``src`` to ``dst``, each chunk ``delay`` after it arrived (back-to-back chunks: one delay)."""
+        chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
+
+        def send() -> None:
+            try:
+                while (item := chunks.get())[1]:
+                    time.sleep(max(0.0, item[0] + delay - time.perf_counter()))
+                    dst.sendall(item[1])
+            except OSError:
+                pass
+            finally:
+                for sock in (src, dst):
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        try:
+            while chunk := src.recv(65536):
+                chunks.put((time.perf_counter(), chunk))
+        except OSError:
+            pass
+        chunks.put((time.perf_counter(), b""))
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def round_trips(dbname: str, count: int = 30, delay: float = 0.02) -> tuple[float, float, str]:
+    """Round trips of one allocation and of one bare insert (through `DelayProxy`), and the session's bounds."""
+    host, port = os.environ.get("PGHOST", "127.0.0.1"), int(os.environ.get("PGPORT", "5432"))
+
+    def mean_allocate(store: PostgresEpisodeStore, tag: str) -> float:
+        store.allocate("2099-W04", f"{tag}:warm")
+        start = time.perf_counter()
+        for i in range(count):
+            store.allocate("2099-W04", f"{tag}:{i}")
+        return (time.perf_counter() - start) / count
+
+    def mean_insert(engine: sa.Engine, tag: str) -> float:
+        def insert(key: str) -> None:
+            with engine.connect() as pooled:
+                conn = pooled.connection.driver_connection
+                assert isinstance(conn, psycopg.Connection)
+                conn.execute("INSERT INTO bare (key, created_at) VALUES (%s, 'x')", (key,))
+                conn.commit()
+
+        insert(f"{tag}:warm")
+        start = time.perf_counter()
+        for i in range(count):
+            insert(f"{tag}:{i}")
+        return (time.perf_counter() - start) / count
+
+    timings: dict[str, float] = {}
+    bounds = ""
+    for wait in (0.0, delay):
+        proxy = DelayProxy(host, port, wait)
+        url = server_url(dbname).replace(f"@{host}:{port}/", f"@127.0.0.1:{proxy.port}/")
+        store = PostgresEpisodeStore(url)
+        plain = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), pool_pre_ping=True)
+        try:
+            timings[f"allocate {wait}"] = mean_allocate(store, f"trips{wait}")
+            timings[f"insert {wait}"] = mean_insert(plain, f"trips{wait}")
+            if wait:
+                with store.engine.connect() as conn:
+                    shown = [
+                        f"{name}={conn.exec_driver_sql(f'SHOW {name}').scalar_one()}"
+                        for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")
+                    ]
+                bounds = f"server {' '.join(shown)}; client {store.timeouts.answer:g}s per answer"
+        finally:
+            store.close()
+            plain.dispose()
+            proxy.close()
+    allocate = (timings[f"allocate {delay}"] - timings["allocate 0.0"]) / delay
+    insert = (timings[f"insert {delay}"] - timings["insert 0.0"]) / delay
+    return allocate, insert, bounds
 
 
 def _client(url: str, tag: str, count: int, barrier: Any, results: Any) -> None:
@@ -151,6 +272,9 @@ def main() -> int:
         for name, ratio in (("p50", ratio50), ("p95", ratio95)):
             verdict = "PASS" if ratio <= TARGET_RATIO else "MISS"
             print(f"  ratio {name} {ratio:5.2f}x (target <= {TARGET_RATIO:g}x)  {verdict}")
+        trips, bare_trips, bounds = round_trips(dbname)
+        print(f"  round trips on the wire: allocate {trips:.1f}, bare INSERT+COMMIT {bare_trips:.1f}")
+        print(f"  bounds: {bounds}")
         base = None
         for clients in (1, 4, 16):
             rate = throughput(url, clients, args.ops)

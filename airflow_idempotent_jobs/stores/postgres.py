@@ -15,6 +15,10 @@ rows yet. READ COMMITTED matters: each statement after the lock sees every commi
 the lock was granted (REPEATABLE READ would keep the snapshot taken before the wait). Unique
 constraints on ``(namespace, week_id, sequence)`` and ``(namespace, allocation_key)`` are the
 backstop. A connection lost before COMMIT leaves nothing: the transaction simply never happened.
+
+Every wait for the server is bounded (`pg_connection`): a server that stops answering, even a
+stopped backend that cannot run its own timeouts, is `StoreUnavailable` within lock_timeout +
+statement_timeout + 1 s. The URL's options are checked before anything connects (`pg_options`).
 """
 
 from __future__ import annotations
@@ -52,8 +56,6 @@ __all__ = ["PostgresEpisodeStore", "PostgresSession"]
 _LOCK_TIMEOUT: Final = "55P03"
 #: query_canceled: statement_timeout expired (or a cancel request).
 _STATEMENT_TIMEOUT: Final = "57014"
-#: numeric_value_out_of_range: a stored number the code cannot go on from (a high-water mark at the limit).
-_OUT_OF_RANGE: Final = "22003"
 DEFAULT_LOCK_TIMEOUT: Final = 30.0
 DEFAULT_STATEMENT_TIMEOUT: Final = 30.0
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
