@@ -203,3 +203,23 @@ def test_a_unix_socket_directory_is_the_one_host_the_query_may_name(never_used: 
         assert store.allocate("2026-W32", "k").episode_id == "2026-W32-0"
     with pytest.raises(InvalidConfiguration, match="host"):
         open_store(f"postgresql://postgres@127.0.0.1/{dbname}?host=/var/run/postgresql")
+
+
+def test_the_sessions_carry_the_stores_settings_whatever_pgoptions_says(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq also reads PGOPTIONS: the store's own startup options win, so it cannot turn the bounds off."""
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=0 -c statement_timeout=0 -c search_path=evil,pg_catalog")
+    with PostgresEpisodeStore(pg_database, lock_timeout=1.5, statement_timeout=4) as store:
+        store.allocate("2026-W32", "k")
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            shown = {
+                name: conn.exec_driver_sql(f"SHOW {name}").scalar_one()
+                for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "search_path")
+            }
+    assert shown == {
+        "lock_timeout": "1500ms",
+        "statement_timeout": "5500ms",
+        "idle_in_transaction_session_timeout": "5500ms",
+        "search_path": "pg_catalog",
+    }
