@@ -155,7 +155,7 @@ class PaidGenerationOperator(BaseOperator):
     def _validated_settings(self) -> None:
         """Costs, budget and result bound that cannot work fail the task before anything is read or sent."""
         from ..errors import InvalidConfiguration
-        from ..paid.ledger import checked_amount
+        from ..paid.budget import checked_amount
 
         with task_errors():
             checked_amount("estimated_cost", self.estimated_cost)

@@ -5,15 +5,9 @@ No Airflow import here; `http` (httpx) and `server` are imported only when asked
 
 from __future__ import annotations
 
+from .budget import BudgetUnknowable, checked_amount
 from .fingerprint import InvalidRequest, RequestConflict, canonical_json, request_fingerprint
-from .ledger import (
-    BudgetUnknowable,
-    NotReconcilable,
-    SubmissionInProgress,
-    SubmissionLedger,
-    checked_amount,
-    idempotency_token,
-)
+from .ledger import NotReconcilable, SubmissionInProgress, SubmissionLedger, idempotency_token
 from .poll import PollTimeout, wait_for_terminal
 from .provider import (
     PaidProvider,

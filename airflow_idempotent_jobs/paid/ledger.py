@@ -35,7 +35,6 @@ from typing import Any, Final
 
 from ..episode import Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
-    BudgetExceeded,
     IdempotentJobsError,
     IllegalTransition,
     InvalidConfiguration,
@@ -44,6 +43,7 @@ from ..errors import (
 )
 from ..identity import EpisodeId
 from ..stores.base import EpisodeLike, EpisodeStore
+from .budget import check_budget, checked_amount
 from .fingerprint import RequestConflict, request_fingerprint
 from .provider import (
     PaidProvider,
@@ -53,22 +53,23 @@ from .provider import (
     RemoteState,
 )
 from .provider import RemoteStatus as RemoteStatus
-from .results import DEFAULT_RESULT_LIMIT, bound_result, clean_text, redacting, redactor, reraise_redacted
+from .results import (
+    DEFAULT_RESULT_LIMIT,
+    bound_result,
+    clean_text,
+    redacting,
+    redactor,
+    ref_problem,
+    reraise_redacted,
+    short_repr,
+    unusable_ref,
+)
 
-__all__ = [
-    "BudgetUnknowable",
-    "NotReconcilable",
-    "SubmissionInProgress",
-    "SubmissionLedger",
-    "checked_amount",
-    "idempotency_token",
-]
+__all__ = ["NotReconcilable", "SubmissionInProgress", "SubmissionLedger", "idempotency_token"]
 
 _S = SubmissionState
 #: Default time after which a ``submitting`` claim written on another host counts as abandoned.
 DEFAULT_CLAIM_LEASE = 900.0
-#: Longest remote reference kept: a provider's job id is a short, opaque text.
-MAX_REF_CHARS: Final = 512
 
 
 class SubmissionInProgress(IdempotentJobsError):
@@ -87,29 +88,6 @@ class NotReconcilable(IllegalTransition):
         super().__init__(episode_id, current, "reconciled")
         self.reason = reason
         self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
-
-
-class BudgetUnknowable(BudgetExceeded):
-    """The week's spend cannot be known: a provider reported a cost that is no cost, with no estimate to count."""
-
-    def __init__(self, episode_id: str, week_id: str, budget: float, unknown: list[str]) -> None:
-        super().__init__(episode_id, week_id, budget, float("nan"), 0.0)
-        self.unknown = unknown
-        self.args = (
-            f"episode {episode_id}: weekly budget {budget:g} for {week_id} cannot be checked: the provider "
-            f"reported no valid cost for {', '.join(unknown)} and no estimate stands in for it; nothing was sent "
-            "(give those submissions' jobs an estimated_cost, or settle their cost with the provider)",
-        )
-
-
-def checked_amount(field: str, value: object) -> float | None:
-    """``value`` as a cost or budget (None, or a finite number >= 0); else `InvalidConfiguration`."""
-    if value is None:
-        return None
-    problem = cost_problem(value)
-    if problem:
-        raise InvalidConfiguration("paid submission settings", field, f"{value!r:.40} is {problem}")
-    return float(value)  # type: ignore[arg-type]  # cost_problem proved it a number
 
 
 def idempotency_token(store_identity: str, episode_id: str) -> str:
@@ -255,8 +233,8 @@ class SubmissionLedger:
         assert seen.token is not None
         with redacting(provider):
             ref = provider.find(seen.token)
-        if ref is not None and _ref_problem(ref):
-            raise SubmissionStateUnknown(eid, _unusable_ref("token lookup", ref, redactor(provider)))
+        if ref is not None and ref_problem(ref):
+            raise SubmissionStateUnknown(eid, unusable_ref("token lookup", ref, redactor(provider)))
         found: list[bool] = []
         episode = self.store.update(eid, lambda ep: self._after_find(ep, seen, ref, found))
         if not found:
@@ -280,7 +258,7 @@ class SubmissionLedger:
         if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
             raise SubmissionInProgress(ep.episode_id, sub.claimed_by)
         if sub.state is _S.NONE:
-            self._check_budget(ep, week, estimated_cost)
+            check_budget(ep, week, self.weekly_budget, estimated_cost)
             plan.append("call")
             return self._claimed(
                 ep,
@@ -353,8 +331,8 @@ class SubmissionLedger:
             if not isinstance(exc, ProviderOutcomeUnknown):
                 raise ProviderOutcomeUnknown(f"episode {eid}: submit outcome unknown: {error}") from cause
             reraise_redacted(exc, error)
-        if _ref_problem(ref):  # the job may exist, but no record (or jsonb) can hold this reference
-            note = _unusable_ref("submit", ref, redact)
+        if ref_problem(ref):  # the job may exist, but no record (or jsonb) can hold this reference
+            note = unusable_ref("submit", ref, redact)
             self._settle(eid, sub.claimed_by, _S.UNKNOWN, note, error=note)
             raise SubmissionStateUnknown(eid, note)
         return self._settle(eid, sub.claimed_by, _S.ACCEPTED, "accepted", remote_ref=ref, remote_state="pending")
@@ -388,7 +366,7 @@ class SubmissionLedger:
         eid = str(EpisodeId.parse(episode_id))
         cost, anomaly = status.cost, None
         if cost is not None and cost_problem(cost):
-            cost, anomaly = None, f"provider reported cost {_short(status.cost)}: {cost_problem(status.cost)}"
+            cost, anomaly = None, f"provider reported cost {short_repr(status.cost)}: {cost_problem(status.cost)}"
         bounded = bound_result(status.result, self.result_limit)
         error = None if status.error is None else clean_text(status.error, redact or redactor(None))
 
@@ -446,8 +424,8 @@ class SubmissionLedger:
             assert seen.submission.token is not None
             with redacting(provider):
                 remote_ref = provider.find(seen.submission.token)
-            if remote_ref is not None and _ref_problem(remote_ref):
-                reason = _unusable_ref("token lookup", remote_ref, redactor(provider))
+            if remote_ref is not None and ref_problem(remote_ref):
+                reason = unusable_ref("token lookup", remote_ref, redactor(provider))
                 raise NotReconcilable(eid, seen.submission.state.value, reason)
             how = "token lookup: " + ("job found" if remote_ref is not None else "no job for the token")
 
@@ -519,20 +497,6 @@ class SubmissionLedger:
                 f"{self.store.location} (episode {eid})", f"unreadable submission claim: {exc}"
             ) from exc
 
-    def _check_budget(self, ep: Episode, week: list[Episode], estimated_cost: float | None) -> None:
-        if self.weekly_budget is None:
-            return
-        committed = {other.episode_id: _committed_cost(other.submission) for other in week}
-        unknown = sorted(eid for eid, cost in committed.items() if cost is None)
-        if unknown:  # fail closed: an anomalous cost without an estimate could be anything
-            raise BudgetUnknowable(ep.episode_id, ep.week_id, self.weekly_budget, unknown)
-        spent = sum(cost for cost in committed.values() if cost is not None)
-        requested = estimated_cost or 0.0
-        # Without an estimate, a week with nothing left is refused; with one, the sum must fit.
-        over = spent + requested > self.weekly_budget or (requested == 0.0 and spent >= self.weekly_budget)
-        if over:
-            raise BudgetExceeded(ep.episode_id, ep.week_id, self.weekly_budget, spent, requested)
-
 
 #: The episode status each ledger state implies.
 _JOB_STATUS: Final[Mapping[SubmissionState, EpisodeStatus]] = {
@@ -545,45 +509,5 @@ _JOB_STATUS: Final[Mapping[SubmissionState, EpisodeStatus]] = {
 }
 
 
-def _committed_cost(sub: Submission) -> float | None:
-    """What a submission counts against the budget: its known cost, else its estimate.
-
-    None when it cannot be known: the provider reported something that is no cost and there is no
-    estimate to count instead (`BudgetUnknowable`).
-    """
-    if sub.state is _S.NONE:
-        return 0.0
-    if sub.cost is not None:
-        return sub.cost
-    if sub.cost_anomaly is not None:  # it may have been billed, failed or not
-        return sub.estimated_cost
-    if sub.state is _S.FAILED:
-        return 0.0
-    return sub.estimated_cost or 0.0
-
-
 def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _ref_problem(ref: object) -> str | None:
-    """Why a provider's job reference cannot be kept, or None."""
-    if not isinstance(ref, str) or not ref:
-        return "not a non-empty text"
-    if len(ref) > MAX_REF_CHARS:
-        return f"longer than {MAX_REF_CHARS} characters"
-    if not ref.isprintable():  # NUL (refused by jsonb), controls, lone surrogates (not UTF-8)
-        return "holds unprintable characters"
-    return None
-
-
-def _unusable_ref(where: str, ref: object, redact: Callable[[str], str]) -> str:
-    return clean_text(
-        f"the provider's {where} answered a job reference that cannot be kept ({_ref_problem(ref)}): {_short(ref)}",
-        redact,
-    )

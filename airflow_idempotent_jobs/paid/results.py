@@ -29,15 +29,21 @@ __all__ = [
     "Bounded",
     "bound_result",
     "clean_text",
+    "MAX_REF_CHARS",
     "redacting",
     "redactor",
+    "ref_problem",
     "reraise_redacted",
+    "short_repr",
+    "unusable_ref",
 ]
 
 #: Largest result kept, in bytes of its canonical JSON.
 DEFAULT_RESULT_LIMIT: Final = 64 * 1024
 #: Longest error text kept or raised, in characters.
 MAX_ERROR_CHARS: Final = 2000
+#: Longest remote reference kept: a provider's job id is a short, opaque text.
+MAX_REF_CHARS: Final = 512
 #: The record nests the result two levels down (record, submission): keep the whole within MAX_DEPTH.
 RESULT_MAX_DEPTH: Final = MAX_DEPTH - 2
 #: A JSON ``\u0000`` escape (not an escaped backslash before "u0000"): PostgreSQL's jsonb refuses it.
@@ -133,3 +139,27 @@ def redacting(provider: object) -> Iterator[None]:
         yield
     except Exception as exc:
         reraise_redacted(exc, clean_text(str(exc) or type(exc).__name__, redact))
+
+
+def ref_problem(ref: object) -> str | None:
+    """Why a provider's job reference cannot be kept, or None."""
+    if not isinstance(ref, str) or not ref:
+        return "not a non-empty text"
+    if len(ref) > MAX_REF_CHARS:
+        return f"longer than {MAX_REF_CHARS} characters"
+    if not ref.isprintable():  # NUL (refused by jsonb), controls, lone surrogates (not UTF-8)
+        return "holds unprintable characters"
+    return None
+
+
+def unusable_ref(where: str, ref: object, redact: Callable[[str], str]) -> str:
+    """The error text for a job reference `ref_problem` refuses."""
+    return clean_text(
+        f"the provider's {where} answered a job reference that cannot be kept ({ref_problem(ref)}): {short_repr(ref)}",
+        redact,
+    )
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
