@@ -11,9 +11,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from airflow.sdk import BaseOperator
-
-from ._common import AirflowFailException, open_task_store, task_errors
+from ._common import AirflowFailException, StoreOperator, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -29,7 +27,7 @@ __all__ = ["PaidGenerationOperator"]
 _EMPTY_RENDERINGS: Final = frozenset({"", "None", "null"})
 
 
-class PaidGenerationOperator(BaseOperator):
+class PaidGenerationOperator(StoreOperator):
     """Submit the episode's paid job through the submission ledger and wait for its outcome.
 
     It never allocates: ``episode_id`` must name an existing episode (typically

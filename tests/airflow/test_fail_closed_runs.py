@@ -259,7 +259,8 @@ def test_rendered_store_url_has_no_password(fail_closed_results: dict[str, Any])
     assert returned(run, "allocate_short") == "2026-W32-1"
     assert sorted(returned(run, "mapped", i) for i in range(2)) == ["2026-W32-2", "2026-W32-3"]
     assert returned(run, "check") == ["2026-W32-0", "2026-W32-1", "2026-W32-2", "2026-W32-3"]
-    for task in ("allocate[-1]", "allocate_short[-1]", "mapped[0]", "mapped[1]", "check[-1]"):
+    assert "episode 2026-W32-9 not found" in failure(run, "generate")
+    for task in ("allocate[-1]", "allocate_short[-1]", "mapped[0]", "mapped[1]", "check[-1]", "generate[-1]"):
         store = rendered[task]["store"]
         assert store.startswith("postgresql://") and "***" in store, store
         assert LONG_PASSWORD not in json.dumps(rendered)

@@ -120,6 +120,13 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
         fingerprint=["m0", "m1"]
     )
     allocate >> short >> mapped >> ReportingCheck(task_id="check", week="2026-W32", store=PG_STORE)
+    # The paid step renders its store the same way (it fails on the unknown episode, after rendering).
+    ReportingPaid(
+        task_id="generate",
+        episode_id="2026-W32-9",
+        provider_conn_id="ijg_no_such_provider",
+        store=PG_STORE.replace("ijg_pg_pass", "ijg_pg_pw"),
+    )
     # The idempotent_jobs_store connection: credentials in login/password, never in the host.
     ReportingAllocate(task_id="by_conn", allocation_key="conn-{{ ds }}", store_conn_id="ijg_pg_conn")
     ReportingAllocate(task_id="by_conn_host_password", store_conn_id="ijg_pg_conn_host_password")
