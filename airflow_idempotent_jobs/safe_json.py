@@ -42,14 +42,26 @@ def _constant(text: str) -> Any:
     raise UnsafeJson(f"{text} is not a JSON number")
 
 
+def _int_or_nan(text: str) -> int | float:
+    return float("nan") if len(text) > MAX_INT_DIGITS else int(text)
+
+
 _DECODER: Final = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
+#: For answers whose numbers are judged one by one downstream (a provider's cost): odd numbers are
+#: kept as non-finite floats instead of making the whole answer unreadable.
+_LENIENT_NUMBERS: Final = json.JSONDecoder(parse_int=_int_or_nan, parse_float=float, parse_constant=float)
 
 
-def loads(raw: bytes | str) -> Any:
-    """Parse ``raw`` (UTF-8 bytes or text); `UnsafeJson` names the first thing refused."""
+def loads(raw: bytes | str, *, strict_numbers: bool = True) -> Any:
+    """Parse ``raw`` (UTF-8 bytes or text); `UnsafeJson` names the first thing refused.
+
+    ``strict_numbers=False``: ``NaN``, ``Infinity``, ``1e999`` and integers of more than
+    `MAX_INT_DIGITS` characters become non-finite floats (NaN for the integers) rather than errors;
+    the caller must judge every number it keeps. Depth and encoding stay strict.
+    """
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        value = _DECODER.decode(text)
+        value = (_DECODER if strict_numbers else _LENIENT_NUMBERS).decode(text)
     except UnsafeJson:
         raise
     except UnicodeDecodeError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import ssl
 import time
 from collections.abc import Iterator, Mapping
@@ -182,18 +183,14 @@ class HttpPaidProvider:
 
     def _status_from(self, response: httpx.Response) -> RemoteStatus:
         cfg = self.config
-        data = self._answer(response, "status")
+        # A status answer's numbers are judged one by one: a NaN cost is the ledger's anomaly to
+        # record, not a reason to call a finished, paid job unreadable until the task times out.
+        data = self._answer(response, "status", strict_numbers=False)
         word = _dig(data, cfg.state_path)
         mapping = {**DEFAULT_STATE_MAP, **cfg.state_map}
         if not isinstance(word, str) or word not in mapping:
             raise ProviderError(f"status answer has state {_short(word)} at {cfg.state_path!r}; map it in state_map")
-        cost = _dig(data, cfg.cost_path) if cfg.cost_path else None
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float, str))):
-            raise ProviderError(f"status answer has a non-numeric cost {_short(cost)}")
-        try:
-            cost_value = None if cost is None else float(cost)
-        except ValueError as exc:
-            raise ProviderError(f"status answer has a non-numeric cost {_short(cost)}") from exc
+        cost_value = _cost(_dig(data, cfg.cost_path) if cfg.cost_path else None)
         error = _dig(data, cfg.error_path) if cfg.error_path else None
         return RemoteStatus(
             state=RemoteState(mapping[word]),
@@ -202,17 +199,17 @@ class HttpPaidProvider:
             error=None if error is None else self.redact(str(error)),
         )
 
-    def _json(self, response: httpx.Response) -> Any:
+    def _json(self, response: httpx.Response, *, strict_numbers: bool = True) -> Any:
         try:
-            return safe_json.loads(response.content)
+            return safe_json.loads(response.content, strict_numbers=strict_numbers)
         except ValueError:
             return _NOT_JSON
 
-    def _answer(self, response: httpx.Response, what: str) -> Any:
+    def _answer(self, response: httpx.Response, what: str, *, strict_numbers: bool = True) -> Any:
         """The JSON body of a 2xx answer; anything else raised as the right provider error."""
         code = response.status_code
         if 200 <= code < 300:
-            body = self._json(response)
+            body = self._json(response, strict_numbers=strict_numbers)
             if body is _NOT_JSON:
                 raise ProviderOutcomeUnknown(f"{what} answered HTTP {code} with a body that is not JSON", status=code)
             return body
@@ -308,6 +305,22 @@ class HttpPaidProvider:
         tries = self.config.connect_retries + 1
         reason = self.redact(str(exc)) or type(exc).__name__
         return ProviderUnavailable(f"{method} {_safe(url)}: not reachable after {tries} tries ({reason})")
+
+
+def _cost(value: Any) -> float | None:
+    """The reported cost as a float; what is no number (text, a bool, an object) is NaN.
+
+    The ledger records NaN, an infinity or a negative figure as a cost anomaly and keeps the job:
+    a provider's odd billing field must never stop a paid job from being settled.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return math.nan
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return math.nan
 
 
 @functools.cache

@@ -22,8 +22,8 @@ from tests.paid.raw_provider import RawProvider
 from tests.paid.support import run_cli
 
 REQUEST = {"prompt": "weekly video"}
-#: Raw JSON text of ``billing.amount`` -> what it reads as. Literal NaN/Infinity/1e999 numbers
-#: make the whole answer unreadable to the strict HTTP provider (its layer); as text they read.
+#: Raw JSON text of ``billing.amount`` -> what it reads as (literal NaN/Infinity/1e999 numbers and
+#: costs that are no number at all: tests/paid/test_unreadable_costs.py).
 NOT_A_COST = {'"NaN"': "nan", "-5": "-5", '"1e999"': "inf", '"-Infinity"': "-inf"}
 
 

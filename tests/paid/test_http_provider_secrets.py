@@ -11,6 +11,7 @@ import functools
 import html
 import json
 import logging
+import math
 import os
 import traceback
 from collections.abc import Callable, Iterator
@@ -115,13 +116,23 @@ def test_an_html_error_page_that_echoes_the_token_is_redacted_before_it_is_short
 
 
 def test_an_echo_in_a_field_we_quote_short_stays_out_of_the_traceback_too() -> None:
-    """A cost we cannot read is quoted cut to 80 characters; the parser's own error (the cause) is whole."""
-    body = json.dumps({"state": "running", "cost": "x" * 90 + TOKEN, "result": {"note": TOKEN}})
+    """A state word we cannot map is quoted cut to 80 characters; nothing of the token may survive the cut."""
+    body = json.dumps({"state": "x" * 90 + TOKEN, "result": {"note": TOKEN}})
     with CannedServer(200, "application/json", body) as canned:
         p = HttpPaidProvider(_plain_config(canned.url), auth_header="Authorization", auth_value=f"Bearer {TOKEN}")
         exc = failure(functools.partial(p.status, "job-1"))
-    assert "non-numeric cost" in str(exc)
+    assert "map it in state_map" in str(exc)
     assert not leaks("\n".join(texts_of(exc))), texts_of(exc)[-1]
+
+
+def test_an_echo_in_a_cost_that_is_no_number_reaches_nothing() -> None:
+    """Such a cost is NaN for the ledger to record as an anomaly: the text itself is kept nowhere."""
+    body = json.dumps({"state": "running", "cost": "x" * 90 + TOKEN, "result": {"note": TOKEN}})
+    with CannedServer(200, "application/json", body) as canned:
+        p = HttpPaidProvider(_plain_config(canned.url), auth_header="Authorization", auth_value=f"Bearer {TOKEN}")
+        status = p.status("job-1")
+    assert status.cost is not None and math.isnan(status.cost)
+    assert not leaks(repr(status)), repr(status)
 
 
 def _plain_config(url: str) -> Any:
