@@ -104,8 +104,22 @@ def test_a_deep_legacy_history_stops_the_migration_before_anything_moves(
         (b'{"a":' * 61 + b"1" + b"}" * 61, "nested deeper than 60"),
         (b'{"note": "\\ud800"}', "lone surrogate"),
         (b'{"costs": [{"amount": 1}], "costs": []}', "'costs' twice"),
+        # Each amount is a number, but the job's total cost is no cost a record may hold: a refund
+        # larger than the charges, or charges whose sum overflows to infinity.
+        (b'{"costs": [{"amount": 2}, {"amount": -5}]}', "add up to -3"),
+        (b'{"costs": [{"amount": 1e308}, {"amount": 1e308}]}', "add up to inf"),
     ],
-    ids=["deep", "nan", "1e999", "text-amount", "deep-for-a-record", "surrogate", "duplicate-costs"],
+    ids=[
+        "deep",
+        "nan",
+        "1e999",
+        "text-amount",
+        "deep-for-a-record",
+        "surrogate",
+        "duplicate-costs",
+        "negative-total",
+        "infinite-total",
+    ],
 )
 def test_a_legacy_week_whose_state_cannot_be_trusted_is_skipped_whole(
     tmp_path: Path, legacy: Path, store: Path, content: bytes, reason: str

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..episode import cost_problem
 from ..errors import InvalidIdentifier
 from ..identity import WeekId
 from .json_files import LEGACY_MAX_DEPTH, UnsafeJson, parse_json, read_capped, read_json_file
@@ -252,7 +253,12 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
         raise ValueError(f"{LEGACY_STATE_FILE} is not readable JSON ({exc})") from exc
     if not isinstance(state, dict):
         raise ValueError(f"{LEGACY_STATE_FILE} is not a JSON object")
-    extract_costs(state)
+    total = cost_total(extract_costs(state))
+    problem = None if total is None else cost_problem(total)
+    if problem:
+        # Each amount may be a number (a refund is negative) while the job's cost, which the
+        # episode records, is none: the record would be unreadable after the migration.
+        raise ValueError(f"the cost records add up to {total}, {problem}: not a cost an episode can record")
     files = _list_files(week_dir)
     by_path = {f.path: f for f in files}
     for path, digest in recorded_hashes(state).items():
