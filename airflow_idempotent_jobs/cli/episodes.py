@@ -104,7 +104,7 @@ def format_table(episodes: list[Episode]) -> str:
                     e.episode_id,
                     e.status.value,
                     e.submission.state.value + (f" {e.submission.remote_ref}" if e.submission.remote_ref else ""),
-                    "" if e.submission.cost is None else f"{e.submission.cost:.2f}",
+                    _cost_cell(e),
                     e.created_at[:19].replace("T", " "),
                     e.allocation_key if len(e.allocation_key) <= 60 else e.allocation_key[:57] + "...",
                 )
@@ -115,7 +115,17 @@ def format_table(episodes: list[Episode]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     footer = f"{len(episodes)} episode{'s' if len(episodes) != 1 else ''}"
+    if any(e.submission.cost_anomaly for e in episodes):
+        footer += "; COST ? is a cost anomaly: the provider reported no usable cost (see show, check)"
     return "\n".join([*lines, footer]) + "\n"
+
+
+def _cost_cell(episode: Episode) -> str:
+    """The recorded cost; ``?`` when the provider reported no usable one (blank means not billed yet)."""
+    sub = episode.submission
+    if sub.cost is not None:
+        return f"{sub.cost:.2f}"
+    return "?" if sub.cost_anomaly else ""
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -10,12 +10,14 @@ anomaly, as for a negative cost.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from airflow_idempotent_jobs import EpisodeStore, SubmissionState
 from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
 from tests.paid.raw_provider import RawProvider
+from tests.paid.support import run_cli
 
 REQUEST = {"prompt": "weekly video"}
 
@@ -55,3 +57,19 @@ def test_a_non_finite_number_elsewhere_in_the_answer_is_kept_out_of_the_result(
     sub = wait_for_terminal(ledger, eid, api.provider(), timeout=5, initial_delay=0.01).submission
     assert sub.state is SubmissionState.SUCCEEDED and sub.cost == 2.5
     assert sub.result is None and sub.result_omitted is not None  # a record never holds NaN
+
+
+def test_list_marks_a_cost_anomaly_instead_of_showing_no_cost(
+    file_store: EpisodeStore, api: RawProvider, tmp_path: Path
+) -> None:
+    api.cost = "NaN"
+    ledger = SubmissionLedger(file_store)
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    ledger.submit(eid, api.provider(), REQUEST, estimated_cost=1.5)
+    wait_for_terminal(ledger, eid, api.provider(), timeout=5, initial_delay=0.01)
+    listed = run_cli("--store", str(file_store.location), "list")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()[:2]
+    cost = row[header.index("COST") :].split()[0]
+    assert cost == "?", listed.stdout  # blank would read as "not billed yet"
+    assert "cost anomaly" in listed.stdout
