@@ -26,7 +26,11 @@ __all__ = ["EpisodeStoreHook", "store_url_from_connection"]
 #: Connection types that name a PostgreSQL server rather than a store URL.
 POSTGRES_CONN_TYPES = frozenset({"postgres", "postgresql"})
 #: libpq options worth carrying over from a ``postgres`` Connection's extra into the URL.
+#: ``options`` is forwarded too, so that the store refuses it in one line rather than silently
+#: dropping it: it could reset ``search_path`` or turn the store's timeouts off.
 _LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name", "options")
+#: The store's own URL options a ``postgres`` Connection may carry in its extra.
+_STORE_OPTIONS = ("namespace", "schema", "lock_timeout", "statement_timeout")
 
 
 def store_url_from_connection(conn: Connection) -> str:
@@ -104,7 +108,7 @@ def _postgres_url(conn: Connection) -> str:
     port = f":{conn.port}" if conn.port else ""
     database = quote(conn.schema or "", safe="")
     extra = conn.extra_dejson
-    options = {k: str(extra[k]) for k in _LIBPQ_OPTIONS if extra.get(k) not in (None, "")}
+    options = {k: str(extra[k]) for k in (*_LIBPQ_OPTIONS, *_STORE_OPTIONS) if extra.get(k) not in (None, "")}
     query = f"?{urlencode(options)}" if options else ""
     return f"postgresql://{auth}{host}{port}/{database}{query}"
 

@@ -311,3 +311,34 @@ def test_odd_passwords_are_hidden_however_a_parser_splits_them(url: str) -> None
     password = make_url(url).password
     assert password and password not in redact_store_url(url) and password not in seal_store_url(url)
     assert redact_store_url(url).startswith("postgresql://svc:***@")
+
+
+@pytest.mark.postgres
+def test_a_postgres_connection_sets_the_stores_own_options_and_cannot_change_its_session(
+    monkeypatch: pytest.MonkeyPatch, pg_database: str
+) -> None:
+    """namespace/schema/timeouts come from the extra; libpq ``options`` could turn our timeouts off."""
+    from urllib.parse import urlsplit
+
+    from airflow_idempotent_jobs.errors import InvalidConfiguration
+
+    parts = urlsplit(pg_database)
+    base = {
+        "conn_type": "postgres",
+        "host": parts.hostname,
+        "port": parts.port,
+        "login": parts.username,
+        "schema": parts.path.lstrip("/"),
+    }
+    extra = {"namespace": "team-a", "lock_timeout": "7", "statement_timeout": "9", "unrelated": "x"}
+    set_conn(monkeypatch, "ij_pg_opts", **base, extra=extra)
+    hook = EpisodeStoreHook("ij_pg_opts")
+    store = hook.store
+    assert (store.namespace, store.lock_timeout) == ("team-a", 7.0)
+    allocated = store.allocate("2026-W32", "hook-pg-options")
+    hook.close()
+    with open_store(pg_database + "?namespace=team-a") as reopened:
+        assert reopened.get(allocated.episode_id) == allocated
+    set_conn(monkeypatch, "ij_pg_session", **base, extra={"options": "-c statement_timeout=0"})
+    with pytest.raises(InvalidConfiguration, match="options"):
+        EpisodeStoreHook("ij_pg_session").store  # noqa: B018  (opening is the point)
