@@ -321,6 +321,7 @@ def test_a_postgres_connection_sets_the_stores_own_options_and_cannot_change_its
     from urllib.parse import urlsplit
 
     from airflow_idempotent_jobs.errors import InvalidConfiguration
+    from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 
     parts = urlsplit(pg_database)
     base = {
@@ -334,6 +335,7 @@ def test_a_postgres_connection_sets_the_stores_own_options_and_cannot_change_its
     set_conn(monkeypatch, "ij_pg_opts", **base, extra=extra)
     hook = EpisodeStoreHook("ij_pg_opts")
     store = hook.store
+    assert isinstance(store, PostgresEpisodeStore)
     assert (store.namespace, store.lock_timeout) == ("team-a", 7.0)
     allocated = store.allocate("2026-W32", "hook-pg-options")
     hook.close()
