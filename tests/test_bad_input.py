@@ -1,6 +1,6 @@
 """Bad input, for every store: the documented exit code, one stderr line, and nothing changed.
 
-Exit codes (DESIGN.md): 2 bad input, 3 conflict, 4 not found, 5 store error; ``check`` exits 1
+Exit codes (docs/design.md): 2 bad input, 3 conflict, 4 not found, 5 store error; ``check`` exits 1
 when it finds problems. Every case compares `Backend.snapshot` before and after.
 """
 

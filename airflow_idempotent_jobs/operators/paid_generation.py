@@ -1,6 +1,6 @@
 """`PaidGenerationOperator`: run the paid job of an existing episode, at most once.
 
-Order matters (DESIGN.md): validate the episode id, load the episode, check its state, and only
+Order matters (docs/design.md): validate the episode id, load the episode, check its state, and only
 then read credentials and build the provider client. A bad id therefore fails the task without
 retry before any connection, variable or secret is looked up.
 """
@@ -91,7 +91,7 @@ class PaidGenerationOperator(StoreOperator):
         self.estimated_cost = estimated_cost
         self.max_result_bytes = max_result_bytes
 
-    # -- the steps, in the order DESIGN.md requires ------------------------------------------------
+    # -- the steps, in the order docs/design.md requires -------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
         self._validated_settings()
         eid = self._validated_episode_id()

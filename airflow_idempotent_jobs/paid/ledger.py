@@ -167,7 +167,7 @@ class SubmissionLedger:
         """The episode, validated, before any credential is read or provider client built.
 
         Raises `InvalidIdentifier` (malformed id), `EpisodeNotFound`, or `StoreCorrupted` (an
-        unreadable or self-contradicting submission record): the order DESIGN.md asks of callers.
+        unreadable or self-contradicting submission record): the order docs/design.md asks of callers.
         With ``request``: also `InvalidRequest`, and `RequestConflict` when the episode's submission
         was made for another request (whatever its state, terminal included).
         """
