@@ -117,3 +117,22 @@ def test_a_relative_path_is_relative_to_the_current_directory(tmp_path: Path) ->
     done = run_cli("--store", "jobs", "allocate", "--week", "2026-W32", "--key", "k", cwd=tmp_path)
     assert (done.code, done.stdout) == (0, "2026-W32-0\n"), done.stderr
     assert (tmp_path / "jobs" / "store.json").is_file()
+
+
+#: Texts that name the file-system root itself: ``file:///$DIR`` or ``/$DIR`` with an empty variable.
+ROOT_STORES = ["file:///", "file://localhost/", "file:////", "file:/", "/", "//", "/./", "{tmp}/to-root"]
+
+
+@pytest.mark.parametrize("text", ROOT_STORES)
+def test_a_store_at_the_file_system_root_is_bad_input_and_creates_nothing(tmp_path: Path, text: str) -> None:
+    """``file:///`` used to open a store at ``/`` (store.json, .lock, episodes/ and index/ beside /etc)."""
+    (tmp_path / "to-root").symlink_to("/")
+    store = text.replace("{tmp}", str(tmp_path))
+    # In this process first: on a build without the check this fails before anything is created at /.
+    with pytest.raises(InvalidConfiguration, match="root"):
+        open_store(store)
+    for command in (["allocate", "--week", "2026-W32", "--key", "k"], ["list"], ["check"]):
+        line = _refused(run_cli("--store", store, *command, cwd=tmp_path))
+        assert "root" in line, line
+    assert not os.path.lexists("/store.json") and not os.path.lexists("/.lock")
+    assert sorted(os.listdir(tmp_path)) == ["to-root"]

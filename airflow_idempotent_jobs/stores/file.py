@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from .. import safe_json
 from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import AllocationConflict, InvalidIdentifier, StoreCorrupted, StoreUnavailable
+from ..errors import AllocationConflict, InvalidConfiguration, InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId
 from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
@@ -71,6 +71,11 @@ class FileEpisodeStore(EpisodeStore):
             )
         # Resolved once: a root named through a link is an ordinary name; links inside it are not.
         self.root = Path(os.path.realpath(root))
+        if self.root == self.root.parent:
+            # ``file:///$DIR`` with an empty variable: store.json, episodes/ and index/ beside /etc.
+            raise InvalidConfiguration(
+                "store", "path", f"{os.fspath(root)!r} is the file-system root: name a directory"
+            )
         #: The root as text, for the hot path's paths (a pathlib join costs a microsecond each).
         self._root = str(self.root).rstrip("/")
         self._episodes = f"{self._root}/episodes"
