@@ -14,8 +14,9 @@ __all__ = ["SealedStoreUrl", "mask_secrets", "redact_store_url", "redact_text", 
 REDACTED: Final = "***"
 #: ``scheme://user:`` up to the LAST ``@``: whichever ``@`` a URL parser takes as the end of the
 #: password (SQLAlchemy: the first; urllib: the last), all of it is hidden. Over-hiding a host
-#: that follows a stray ``@`` only costs readability.
-_USERINFO = re.compile(r"^([A-Za-z][\w+.-]*://[^:/@?#]*):(.*)@", re.DOTALL)
+#: that follows a stray ``@`` only costs readability. Searched, not anchored: a template laid out
+#: over several lines renders the URL after blanks and a line break.
+_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://[^:/@?#\s]*):(.*)@", re.DOTALL)
 #: The same inside free text (a template): up to the last ``@`` before a blank or a quote.
 _EMBEDDED_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://[^\s:/@'\"]*):[^\s'\"]*@")
 #: Query parameters that carry a secret in a libpq URL (``password``, ``sslpassword``, ...).
@@ -23,7 +24,7 @@ _QUERY_SECRET = re.compile(r"([?&][^=&\s]*password[^=&\s]*=)([^&#\s]*)", re.IGNO
 
 
 def _has_scheme(url: str) -> bool:
-    return "://" in url and bool(urlsplit(url).scheme)
+    return "://" in url and bool(urlsplit(url.strip()).scheme)
 
 
 def url_passwords(url: str) -> list[str]:
@@ -31,7 +32,7 @@ def url_passwords(url: str) -> list[str]:
     if not _has_scheme(url):
         return []
     found: list[str] = []
-    userinfo = _USERINFO.match(url)
+    userinfo = _USERINFO.search(url)
     if userinfo:
         found += dict.fromkeys([userinfo.group(2), userinfo.group(2).split("@", 1)[0]])
     found += [match.group(2) for match in _QUERY_SECRET.finditer(url)]

@@ -23,6 +23,8 @@ _WHAT: Final = "store"
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 #: A ``%`` that does not start an escape of two hex digits.
 _BAD_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+#: Said instead of a value that looks like a URL: it may hold a password.
+_NOT_SHOWN: Final = "not repeated: a URL may hold a password"
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
@@ -37,6 +39,9 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
     if not isinstance(text, str) or not text.strip():
         raise InvalidConfiguration(_WHAT, "URL", "must be a path, a file:// URL or a postgresql:// URL")
     match = _SCHEME.match(text)
+    if match is None and "://" in text and _SCHEME.match(text.lstrip()):
+        # A URL rendered by a template laid out over several lines: not a path, and not repeated.
+        raise InvalidConfiguration(_WHAT, "URL", f"starts with blanks or a line break: remove them ({_NOT_SHOWN})")
     scheme = match.group(1).lower() if match else ""
     if scheme in POSTGRES_SCHEMES:
         return _open_postgres(text, **options)
@@ -88,12 +93,13 @@ def _file_url_path(text: str) -> str:
 
 
 def _checked_path(path: str, given: str) -> str:
+    shown = f"the value ({_NOT_SHOWN})" if "://" in given else repr(given)
     if "\x00" in path:
-        raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains a NUL character")
+        raise InvalidConfiguration(_WHAT, "path", f"{shown} contains a NUL character")
     if has_hidden_characters(path):
-        raise InvalidConfiguration(_WHAT, "path", f"{given!r} contains control or invisible format characters")
+        raise InvalidConfiguration(_WHAT, "path", f"{shown} contains control or invisible format characters")
     if path != path.strip():
-        raise InvalidConfiguration(_WHAT, "path", f"{given!r} starts or ends with whitespace")
+        raise InvalidConfiguration(_WHAT, "path", f"{shown} starts or ends with whitespace")
     return path
 
 

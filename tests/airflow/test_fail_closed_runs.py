@@ -260,6 +260,10 @@ def test_rendered_store_url_has_no_password(fail_closed_results: dict[str, Any])
     assert sorted(returned(run, "mapped", i) for i in range(2)) == ["2026-W32-2", "2026-W32-3"]
     assert returned(run, "check") == ["2026-W32-0", "2026-W32-1", "2026-W32-2", "2026-W32-3"]
     assert "episode 2026-W32-9 not found" in failure(run, "generate")
+    padded = failure(run, "allocate_padded")
+    assert "store: URL: starts with blanks or a line break" in padded and LONG_PASSWORD not in padded, padded
+    padded_store = rendered["allocate_padded[-1]"]["store"]
+    assert padded_store.strip().startswith("postgresql://") and "***" in padded_store, padded_store
     for task in ("allocate[-1]", "allocate_short[-1]", "mapped[0]", "mapped[1]", "check[-1]", "generate[-1]"):
         store = rendered[task]["store"]
         assert store.startswith("postgresql://") and "***" in store, store

@@ -127,6 +127,9 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
         provider_conn_id="ijg_no_such_provider",
         store=PG_STORE.replace("ijg_pg_pass", "ijg_pg_pw"),
     )
+    # A template laid out over several lines renders the URL with blanks around it: refused, and
+    # its password is still neither shown nor repeated in the refusal.
+    ReportingAllocate(task_id="allocate_padded", allocation_key="padded-{{ ds }}", store=f"\n  {PG_STORE}\n")
     # The idempotent_jobs_store connection: credentials in login/password, never in the host.
     ReportingAllocate(task_id="by_conn", allocation_key="conn-{{ ds }}", store_conn_id="ijg_pg_conn")
     ReportingAllocate(task_id="by_conn_host_password", store_conn_id="ijg_pg_conn_host_password")
