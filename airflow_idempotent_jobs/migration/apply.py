@@ -29,12 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import filelock
-
 from ..episode import Episode, EpisodeStatus, SubmissionState, utc_now
 from ..errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreCorrupted, StoreUnavailable
 from ..identity import EpisodeId, WeekId, validate_allocation_key
-from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, tmp_name, write_durable
+from ..stores._file_lock import LockTimeout, StoreLock
+from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, require_dir, tmp_name, write_durable
 from ..stores.file import FileEpisodeStore
 from .json_files import UnsafeJson, read_json_file
 from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
@@ -116,7 +115,18 @@ def _journal_dir(store: FileEpisodeStore) -> Path:
     return store.root / MIGRATIONS_DIR / _JOURNAL
 
 
+def _require_own_dirs(store: FileEpisodeStore) -> None:
+    """`StoreCorrupted` when ``migrations/`` or its journal is a link or no directory: like the rest of
+    the store root, they are never read or written through a link."""
+    for path in (store.root / MIGRATIONS_DIR, _journal_dir(store)):
+        try:
+            require_dir(path)
+        except FileNotFoundError:
+            return
+
+
 def _journals(store: FileEpisodeStore) -> dict[str, ManifestJob]:
+    _require_own_dirs(store)
     found = {}
     try:
         names = sorted(os.listdir(_journal_dir(store)))
@@ -202,12 +212,13 @@ def apply_migration(
     if manifest_path is not None and manifest_path.exists() and plan_migration(store, legacy_root, key_map).jobs:
         raise InvalidIdentifier("manifest path", str(manifest_path), "exists already: a manifest is never overwritten")
     migrations = store.root / MIGRATIONS_DIR
-    lock = filelock.FileLock(migrations / ".lock", timeout=0, fallback_to_soft=False, preserve_lock_file=True)
+    lock = StoreLock(str(migrations / ".lock"), 0)  # the store's lock policy: no link, a regular file
     with store.io_errors():
+        _require_own_dirs(store)
         migrations.mkdir(parents=True, exist_ok=True)
     try:
         lock.acquire()
-    except filelock.Timeout as exc:  # a TimeoutError, so outside io_errors, which would take it for I/O
+    except LockTimeout as exc:  # a TimeoutError, so outside io_errors, which would take it for I/O
         raise StoreUnavailable(f"another migration into {store.root} is running") from exc
     try:
         plan = plan_migration(store, legacy_root, key_map)
