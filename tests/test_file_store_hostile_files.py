@@ -172,6 +172,25 @@ def test_a_store_root_that_is_a_regular_file_is_said_to_be_one_by_every_command(
     assert root.read_bytes() == b"not a store\n"
 
 
+def test_reconcile_and_migrate_say_so_too(tmp_path: Path) -> None:
+    """``migrate`` used to say "store I/O failed at <root>/migrations/journal: Not a directory"."""
+    root = tmp_path / "store"
+    root.write_bytes(b"not a store\n")
+    legacy = tmp_path / "legacy"
+    (legacy / "2026-W30").mkdir(parents=True)
+    (legacy / "2026-W30" / "state.json").write_text('{"status": "draft"}')
+    for command in [
+        ("reconcile", "2026-W32-0", "--not-submitted", "--by", "tester"),
+        ("migrate", "--from", str(legacy)),
+        ("migrate", "--from", str(legacy), "--apply"),
+    ]:
+        result = cli(root, *command)
+        assert_one_line(result, root)
+        assert f"{root}: not a directory" in result.stderr, result.stderr
+    assert root.read_bytes() == b"not a store\n"
+    assert (legacy / "2026-W30" / "state.json").is_file()
+
+
 @pytest.mark.parametrize("relative", ["episodes", "index"])
 def test_an_episodes_or_index_path_that_is_a_regular_file_is_named_by_every_command(root: Path, relative: str) -> None:
     path = root / relative

@@ -116,9 +116,10 @@ def _journal_dir(store: FileEpisodeStore) -> Path:
 
 
 def _require_own_dirs(store: FileEpisodeStore) -> None:
-    """`StoreCorrupted` when ``migrations/`` or its journal is a link or no directory: like the rest of
-    the store root, they are never read or written through a link."""
-    for path in (store.root / MIGRATIONS_DIR, _journal_dir(store)):
+    """`StoreCorrupted` when the root, ``migrations/`` or its journal is a link or no directory: like
+    the rest of the store, they are never read or written through a link (and a root that is a
+    regular file is named as such, not as a failed read of the journal inside it)."""
+    for path in (store.root, store.root / MIGRATIONS_DIR, _journal_dir(store)):
         try:
             require_dir(path)
         except FileNotFoundError:
