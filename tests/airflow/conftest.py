@@ -1,5 +1,6 @@
 """Real Airflow for tests: one throwaway AIRFLOW_HOME (SQLite, migrated once per session), a DAGs
-folder of its own, and one process that runs every ``dag.test()`` scenario (see scenarios.py)."""
+folder of its own, and one process that runs every ``dag.test()`` scenario of scenarios.py (the
+machinery every scenario runner shares is in scenario_process.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from tests.pg import pg_url
+from tests.airflow.scenario_process import (
+    REPO,
+    copy_dags,
+    fresh_pg_database,
+    provider_server_process,
+    run_scenario_process,
+)
 
 # Airflow reads AIRFLOW_HOME when it is first imported: keep this pytest process (the in-process
 # hook, trigger and definition tests) off ~/airflow. The runs use homes of their own (below).
@@ -28,7 +35,6 @@ if "AIRFLOW_HOME" not in os.environ:
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     atexit.register(shutil.rmtree, _PYTEST_HOME, True)
 
-REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 
@@ -72,9 +78,7 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
     home = tmp_path_factory.mktemp("airflow-home")
     dags = home / "dags"
     dags.mkdir()
-    for source in DAG_SOURCES:
-        if source.exists():
-            shutil.copy(source, dags / source.name)
+    copy_dags(dags, [source for source in DAG_SOURCES if source.exists()])
     af = AirflowHome(home, dags, airflow_env(home, dags))
     done = af.airflow("db", "migrate", timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -98,20 +102,8 @@ class RunningProvider:
 @pytest.fixture(scope="session")
 def provider_server() -> Iterator[RunningProvider]:
     token = "test-provider-token-" + os.urandom(4).hex()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", "--token", token],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()  # the server prints its URL first
-        assert url.startswith("http://127.0.0.1:"), url
+    with provider_server_process("--token", token) as url:
         yield RunningProvider(url, token)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def postgres_connection(url: str) -> str:
@@ -132,16 +124,8 @@ def postgres_connection(url: str) -> str:
 @pytest.fixture(scope="session")
 def scenario_pg_database(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """A fresh database for the PostgreSQL-store scenario; None where no server answers (outside CI)."""
-    try:
-        server = request.getfixturevalue("pg_server")
-    except pytest.skip.Exception:
-        yield None
-        return
-    name = server.create()
-    try:
-        yield pg_url(name)
-    finally:
-        server.drop(name)
+    with fresh_pg_database(request) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +137,6 @@ def scenario_results(
 ) -> Iterator[dict[str, Any]]:
     """Every scenario of scenarios.py, run once in one process; tests assert on parts of it."""
     work = tmp_path_factory.mktemp("scenarios")
-    out = work / "results.json"
     env = {
         **airflow_home.env,
         "IJ_STORES": str(work / "stores"),
@@ -170,22 +153,7 @@ def scenario_results(
     if scenario_pg_database is not None:
         env["IJ_PG_URL"] = scenario_pg_database
         env["AIRFLOW_CONN_IJ_PG_STORE"] = postgres_connection(scenario_pg_database)
-    log = work / "scenarios.log"
-    with log.open("w") as sink:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.airflow.scenarios", str(out)],
-            env=env,
-            cwd=REPO,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            timeout=300,
-        )
-    tail = log.read_text(errors="replace")[-4000:]
-    assert done.returncode == 0 and out.exists(), f"scenario runner failed ({done.returncode}):\n{tail}"
-    results: dict[str, Any] = json.loads(out.read_text())
-    assert results["import_errors"] == {}, results["import_errors"]
-    results["_log"] = str(log)
-    yield results
+    yield run_scenario_process("tests.airflow.scenarios", env, work, timeout=300)
 
 
 def scenario(results: dict[str, Any], name: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The fail-closed scenarios of the Airflow layer, in ONE ``dag.test()`` process (see scenarios.py).
+"""The fail-closed scenarios of the Airflow layer, in ONE ``dag.test()`` process (see scenario_process.py).
 
 Started by ``test_fail_closed_runs.py`` with ``AIRFLOW__CORE__EXECUTOR=CeleryExecutor`` and a DAGs
 folder holding only ``dags_fail_closed/``. Settings of the ``[idempotent_jobs]`` section are set in
@@ -9,23 +9,16 @@ Airflow's configuration reads environment variables on every lookup.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenarios import Result, dag_store, run_dag, store_contents, utc
+from tests.airflow.scenario_process import Result, Scenarios, dag_store, run_dag, store_contents, utc
 
-SCENARIOS: dict[str, Callable[[Any], Result]] = {}
+scenario = Scenarios()
 LONG_DAG_ID = "ijg_long_" + "d" * 241  # as in dags_fail_closed/fail_closed_dags.py
-
-
-def scenario(fn: Callable[[Any], Result]) -> Callable[[Any], Result]:
-    SCENARIOS[fn.__name__] = fn
-    return fn
 
 
 @contextlib.contextmanager
@@ -161,20 +154,5 @@ def long_ids(bag: Any) -> Result:
     return {"first": first, "again": again, "store": store_contents(dag_store("ijg_long"))}
 
 
-def main(out: str, only: list[str]) -> None:
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
-    for name, fn in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        try:
-            results[name] = fn(bag)
-        except Exception:
-            results[name] = {"error": traceback.format_exc()}
-    Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    scenario.main(sys.argv[1:])

@@ -1,4 +1,4 @@
-"""The HTTP provider's real-Airflow scenarios, in ONE ``dag.test()`` process (see scenarios.py).
+"""The HTTP provider's real-Airflow scenarios, in ONE ``dag.test()`` process (see scenario_process.py).
 
 Started by ``test_http_provider_runs.py`` with a DAGs folder holding only ``dags/http_provider_dags.py``
 and two provider servers in their own processes: ``IJH_ECHO_*`` echoes the token in every error
@@ -8,32 +8,18 @@ Usage: ``python -m tests.airflow.http_provider_scenarios OUT.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import traceback
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenarios import Result, dag_store, run_dag, store_contents, utc
+from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
 
-SCENARIOS: dict[str, Callable[[Any], Result]] = {}
-
-
-def scenario(fn: Callable[[Any], Result]) -> Callable[[Any], Result]:
-    SCENARIOS[fn.__name__] = fn
-    return fn
+scenario = Scenarios()
 
 
 def admin(server: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     """A provider server's admin API; ``server`` is ECHO or PLAIN."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {os.environ[f'IJH_{server}_TOKEN']}"}
-    response = httpx.request(method, os.environ[f"IJH_{server}_URL"] + path, json=body, headers=headers, timeout=10)
-    response.raise_for_status()
-    return response.json()
+    return provider_admin(os.environ[f"IJH_{server}_URL"], os.environ[f"IJH_{server}_TOKEN"], method, path, body)
 
 
 def paid_run(bag: Any, dag_id: str, server: str, config: dict[str, Any]) -> Result:
@@ -87,21 +73,5 @@ def metadata_rows() -> dict[str, Any]:
     return out
 
 
-def main(out: str, only: list[str]) -> None:
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
-    for name, fn in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        try:
-            results[name] = fn(bag)
-        except Exception:
-            results[name] = {"error": traceback.format_exc()}
-    results["metadata"] = metadata_rows()
-    Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    scenario.main(sys.argv[1:], finish=lambda: {"metadata": metadata_rows()})

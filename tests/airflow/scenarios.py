@@ -1,10 +1,10 @@
 """Run every real-Airflow scenario in ONE process and write what happened as JSON.
 
 ``dag.test()`` pays ~20 s of Airflow start-up per process, so the tests start this script once
-(see ``conftest.py``) and assert on its output. Usage: ``python -m tests.airflow.scenarios OUT.json``
-with the environment of the ``airflow_home`` fixture. Each scenario records the real outcome:
-task-instance states and try numbers from the metadata database, what the tasks observed
-(episode ids, XComs), and what the episode store holds afterwards.
+(see ``conftest.py``; the machinery is ``scenario_process.py``) and assert on its output. Usage:
+``python -m tests.airflow.scenarios OUT.json`` with the environment of the ``airflow_home`` fixture.
+Each scenario records the real outcome: task-instance states and try numbers from the metadata
+database, what the tasks observed (episode ids, XComs), and what the episode store holds afterwards.
 """
 
 from __future__ import annotations
@@ -12,65 +12,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pendulum
+from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
 
-Result = dict[str, Any]
-SCENARIOS: dict[str, Callable[[Any], Result]] = {}
-
-
-def scenario(fn: Callable[[Any], Result]) -> Callable[[Any], Result]:
-    SCENARIOS[fn.__name__] = fn
-    return fn
-
-
-def _observations() -> list[dict[str, Any]]:
-    path = Path(os.environ["IJ_OBSERVATIONS"])
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def run_dag(
-    bag: Any, dag_id: str, *, logical_date: Any, run_after: Any = None, conf: dict[str, Any] | None = None
-) -> Result:
-    """One ``dag.test()`` run: its task instances and the observations its tasks wrote."""
-    dag = bag.get_dag(dag_id)
-    assert dag is not None, f"DAG {dag_id} not in the bag: {bag.import_errors}"
-    before = len(_observations())
-    dag_run = dag.test(logical_date=logical_date, run_after=run_after or logical_date, run_conf=conf)
-    tis = [
-        {"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state), "try_number": ti.try_number}
-        for ti in sorted(dag_run.get_task_instances(), key=lambda t: (t.task_id, t.map_index))
-    ]
-    return {
-        "run_id": dag_run.run_id,
-        "state": str(dag_run.state),
-        "logical_date": None if dag_run.logical_date is None else dag_run.logical_date.isoformat(),
-        "tis": tis,
-        "observed": _observations()[before:],
-    }
-
-
-def store_contents(path: str | Path) -> list[dict[str, Any]]:
-    from airflow_idempotent_jobs import open_store
-
-    if "://" not in str(path) and not Path(path).exists():
-        return []
-    with open_store(path) as store:
-        return [episode.to_dict() for episode in store.list()]
-
-
-def dag_store(dag_id: str) -> Path:
-    return Path(os.environ["IJ_STORES"]) / dag_id
-
-
-def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> Any:
-    return pendulum.datetime(year, month, day, hour, minute, tz="UTC")
+scenario = Scenarios()
 
 
 # -- allocation ---------------------------------------------------------------------------------
@@ -132,13 +79,8 @@ def pg_store(bag: Any) -> Result:
 
 # -- paid generation against the provider server ------------------------------------------------
 def provider(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """The provider server's admin API (counters, behaviour switches)."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {os.environ['IJ_PROVIDER_TOKEN']}"}
-    response = httpx.request(method, os.environ["IJ_PROVIDER_URL"] + path, json=body, headers=headers, timeout=10)
-    response.raise_for_status()
-    return response.json()
+    """The session's provider server's admin API (counters, behaviour switches)."""
+    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], method, path, body)
 
 
 def secrets_lookups() -> list[dict[str, Any]]:
@@ -255,20 +197,5 @@ def example_dag(bag: Any) -> Result:
     }
 
 
-def main(out: str, only: list[str]) -> None:
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
-    for name, fn in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        try:
-            results[name] = fn(bag)
-        except Exception:
-            results[name] = {"error": traceback.format_exc()}
-    Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    scenario.main(sys.argv[1:])

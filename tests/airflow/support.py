@@ -6,15 +6,32 @@ runner reads it back. Everything here runs inside real Airflow task execution.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import pendulum
+
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
 from airflow_idempotent_jobs.operators._common import AirflowFailException
 
 XCOM_KEYS = ("return_value", "week_id", "sequence", "allocation_key", "reused")
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def manual_dag(*, retries: int) -> dict[str, Any]:
+    """``DAG(dag_id, **manual_dag(retries=N))``: run by hand (``dag.test()``), tasks retried N times at once.
+
+    Arguments, not the DAG: Airflow takes a DAG's file from the frame that constructs it.
+    """
+    return {
+        "schedule": None,
+        "start_date": START,
+        "catchup": False,
+        "default_args": {"retries": retries, "retry_delay": dt.timedelta(0)},
+    }
 
 
 def store_for(dag_id: str) -> str:

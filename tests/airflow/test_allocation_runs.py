@@ -12,18 +12,9 @@ from typing import Any
 import pytest
 
 from tests.airflow.conftest import scenario
+from tests.airflow.scenario_process import observed, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
-
-
-def observed(run: dict[str, Any], kind: str, task_id: str | None = None) -> list[dict[str, Any]]:
-    return [o for o in run["observed"] if o["kind"] == kind and (task_id is None or o["task_id"] == task_id)]
-
-
-def ti(run: dict[str, Any], task_id: str, map_index: int = -1) -> dict[str, Any]:
-    found: list[dict[str, Any]] = [t for t in run["tis"] if t["task_id"] == task_id and t["map_index"] == map_index]
-    assert len(found) == 1, run["tis"]
-    return found[0]
 
 
 def test_retry_after_allocation_gets_the_same_episode(scenario_results: dict[str, Any]) -> None:

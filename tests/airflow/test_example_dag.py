@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.airflow.conftest import scenario
-from tests.airflow.test_allocation_runs import ti
+from tests.airflow.scenario_process import ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 

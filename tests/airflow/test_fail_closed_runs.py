@@ -8,9 +8,6 @@ task instances Airflow recorded, the rendered fields it stored, and the episode 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.airflow.conftest import REPO, AirflowHome, airflow_env, scenario
-from tests.pg import pg_url
+from tests.airflow.conftest import AirflowHome, airflow_env, scenario
+from tests.airflow.scenario_process import fresh_pg_database, home_on_migrated_db, observed, run_scenario_process
+from tests.airflow.scenario_process import ti as task_instance
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 
@@ -36,16 +34,8 @@ MAPPED_LONG_TASK_ID = "mapped_" + "m" * 243
 
 @pytest.fixture(scope="session")
 def fail_closed_pg(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    try:
-        server = request.getfixturevalue("pg_server")
-    except pytest.skip.Exception:
-        yield None
-        return
-    name = server.create()
-    try:
-        yield pg_url(name)
-    finally:
-        server.drop(name)
+    with fresh_pg_database(request) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -54,12 +44,7 @@ def fail_closed_results(
 ) -> dict[str, Any]:
     """Every scenario of fail_closed_scenarios.py, in one process, with CeleryExecutor configured."""
     home = tmp_path_factory.mktemp("fail-closed-home")
-    shutil.copy(airflow_home.home / "airflow.db", home / "airflow.db")  # migrated once per session
-    dags = home / "dags"
-    shutil.copytree(HERE / "dags_fail_closed", dags, ignore=shutil.ignore_patterns("__pycache__"))
-    work = home / "work"
-    work.mkdir()
-    out = work / "results.json"
+    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_fail_closed"])
     conn_store = work / "conn-store"
     env = {
         **airflow_env(home, dags),
@@ -95,32 +80,12 @@ def fail_closed_results(
                 }
             ),
         )
-    log = work / "scenarios.log"
-    with log.open("w") as sink:
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.airflow.fail_closed_scenarios", str(out)],
-            env=env,
-            cwd=REPO,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            timeout=360,
-        )
-    tail = log.read_text(errors="replace")[-4000:]
-    assert done.returncode == 0 and out.exists(), f"scenario runner failed ({done.returncode}):\n{tail}"
-    results: dict[str, Any] = json.loads(out.read_text())
-    assert results["import_errors"] == {}, results["import_errors"]
-    results["_log"] = str(log)
-    return results
-
-
-def observed(run: dict[str, Any], kind: str, task_id: str | None = None) -> list[dict[str, Any]]:
-    return [o for o in run["observed"] if o["kind"] == kind and (task_id is None or o["task_id"] == task_id)]
+    return run_scenario_process("tests.airflow.fail_closed_scenarios", env, work, timeout=360)
 
 
 def ti(run: dict[str, Any], task_id: str, map_index: int = -1) -> tuple[str, int]:
-    found = [t for t in run["tis"] if t["task_id"] == task_id and t["map_index"] == map_index]
-    assert len(found) == 1, run["tis"]
-    return found[0]["state"], found[0]["try_number"]
+    found = task_instance(run, task_id, map_index)
+    return found["state"], found["try_number"]
 
 
 def failure(run: dict[str, Any], task_id: str, map_index: int = -1) -> str:

@@ -12,9 +12,6 @@ and trigger events), and the exception texts and trigger events the tasks saw.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +20,14 @@ from urllib.parse import quote, urlencode
 import pytest
 
 from airflow_idempotent_jobs.paid.server import server_connection, server_connection_uri
-from tests.airflow.conftest import REPO, AirflowHome, airflow_env, scenario
-from tests.airflow.test_allocation_runs import observed, ti
+from tests.airflow.conftest import AirflowHome, airflow_env, scenario
+from tests.airflow.scenario_process import (
+    home_on_migrated_db,
+    observed,
+    provider_server_process,
+    run_scenario_process,
+    ti,
+)
 from tests.paid.leaks import TOKEN, WRONG, leaks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -59,31 +62,14 @@ def plain_uri(url: str) -> str:
     return f"idempotent-jobs-http://:{quote(PLAIN_TOKEN, safe='')}@{quote(url, safe='')}?{urlencode(extra)}"
 
 
-def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    return proc, url
-
-
 @pytest.fixture(scope="session")
 def http_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     home = tmp_path_factory.mktemp("http-provider-home")
-    shutil.copy(airflow_home.home / "airflow.db", home / "airflow.db")  # migrated once per session
-    dags = home / "dags"
-    dags.mkdir()
-    shutil.copy(HERE / "dags" / "http_provider_dags.py", dags)
-    work = home / "work"
-    work.mkdir()
-    echo, echo_url = start_server("--token", TOKEN, "--echo-token", "--polls-to-finish", "1")
-    plain, plain_url = start_server("--token", PLAIN_TOKEN, "--ignore-tokens", "--no-lookup")
-    try:
+    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags" / "http_provider_dags.py"])
+    with (
+        provider_server_process("--token", TOKEN, "--echo-token", "--polls-to-finish", "1") as echo_url,
+        provider_server_process("--token", PLAIN_TOKEN, "--ignore-tokens", "--no-lookup") as plain_url,
+    ):
         env = {
             **airflow_env(home, dags),
             "IJ_STORES": str(work / "stores"),
@@ -100,25 +86,8 @@ def http_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactor
             bad: dict[str, Any] = {"lookup_path": None, field: value}
             env[f"AIRFLOW_CONN_IJH_BAD_{field.upper()}"] = server_connection_uri(plain_url, PLAIN_TOKEN, None, **bad)
         assert "tokens_honoured=false" in env["AIRFLOW_CONN_IJH_URI_PLAIN"]
-        out, log = work / "results.json", work / "runner.log"
-        with log.open("w") as sink:
-            done = subprocess.run(
-                [sys.executable, "-m", "tests.airflow.http_provider_scenarios", str(out)],
-                env=env,
-                cwd=REPO,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                timeout=540,
-            )
-        tail = log.read_text(errors="replace")[-4000:]
-        assert done.returncode == 0 and out.exists(), f"runner failed ({done.returncode}):\n{tail}"
-        results: dict[str, Any] = json.loads(out.read_text())
-        assert results["import_errors"] == {}, results["import_errors"]
-        yield {**results, "_home": home, "_log": log}
-    finally:
-        for proc in (echo, plain):
-            proc.terminate()
-            proc.wait(timeout=10)
+        results = run_scenario_process("tests.airflow.http_provider_scenarios", env, work, timeout=540)
+        yield {**results, "_home": home}
 
 
 def texts_under(root: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.airflow.conftest import RunningProvider, scenario
-from tests.airflow.test_allocation_runs import observed, ti
+from tests.airflow.scenario_process import observed, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 

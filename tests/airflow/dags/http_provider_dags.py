@@ -6,17 +6,14 @@ exception text and trigger event they see, so the test can search them for the t
 
 from __future__ import annotations
 
-import datetime as dt
 import traceback
 from typing import Any
 
-import pendulum
 from airflow.sdk import DAG
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
-from tests.airflow.support import observe, store_for
+from tests.airflow.support import manual_dag, observe, store_for
 
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.05, "poll_max_delay": 0.2, "poll_timeout": 60}
 #: Connections whose values are wrong in one field each (``AIRFLOW_CONN_IJH_BAD_<FIELD>``).
 BAD_FIELDS = ("tokens_honoured", "read_timeout", "headers", "base_url", "lookup_path", "idempotency_header")
@@ -48,13 +45,7 @@ def _texts(exc: BaseException) -> dict[str, str]:
 
 
 def _paid_dag(dag_id: str, conn_id: str, *, deferrable: bool, retries: int, fail: bool = True) -> None:
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        default_args={"retries": retries, "retry_delay": dt.timedelta(0)},
-    ):
+    with DAG(dag_id, **manual_dag(retries=retries)):
         AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id)) >> ObservedPaid(
             task_id="generate",
             episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
@@ -73,13 +64,7 @@ _paid_dag("ijh_secret_wrong_token", "ijh_echo_wrong", deferrable=False, retries=
 # A URI connection saying tokens_honoured=false, to a server that ignores tokens and loses an answer.
 _paid_dag("ijh_uri_lost_answer", "ijh_uri_plain", deferrable=False, retries=3, fail=False)
 
-with DAG(
-    "ijh_uri_bad_values",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
+with DAG("ijh_uri_bad_values", **manual_dag(retries=3)):
     allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ijh_uri_bad_values"))
     for field in BAD_FIELDS:
         allocate >> ObservedPaid(

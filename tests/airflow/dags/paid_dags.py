@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-import pendulum
 from airflow.sdk import DAG, task
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
-from tests.airflow.support import CrashingPaidGeneration, observe, report_paid, store_for
+from tests.airflow.support import CrashingPaidGeneration, manual_dag, observe, report_paid, store_for
 
-START = pendulum.datetime(2026, 1, 1, tz="UTC")
 FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.05, "poll_max_delay": 0.2, "poll_timeout": 60}
 
 # Bad episode ids (and an episode whose submission record contradicts itself) fail on the first
 # try, before the provider connection is looked up.
-with DAG(
-    "ij_paid_bad_ids",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
+with DAG("ij_paid_bad_ids", **manual_dag(retries=3)):
     for task_id, episode_id in (
         ("unknown", "2026-W32-99"),
         ("malformed", "2026-W32-007"),
@@ -39,13 +30,7 @@ with DAG(
 
 # Allocate, pay, report; the paid step crashes after acceptance on try 1 (conf fail_on_try=1).
 for dag_id, deferrable in (("ij_paid_worker", False), ("ij_paid_deferred", True)):
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        default_args={"retries": 2, "retry_delay": dt.timedelta(0)},
-    ):
+    with DAG(dag_id, **manual_dag(retries=2)):
 
         @task(task_id="report")
         def report(**context: Any) -> None:
@@ -67,13 +52,7 @@ for dag_id, deferrable in (("ij_paid_worker", False), ("ij_paid_deferred", True)
 # scenario makes it lose the submit answer; ij_provider_bad_config has an extra key no provider
 # config knows.
 for dag_id, conn_id in (("ij_paid_lost_answer", "ij_provider_plain"), ("ij_paid_bad_config", "ij_provider_bad_config")):
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-    ):
+    with DAG(dag_id, **manual_dag(retries=3)):
         AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id)) >> CrashingPaidGeneration(
             task_id="generate",
             episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
@@ -85,13 +64,7 @@ for dag_id, conn_id in (("ij_paid_lost_answer", "ij_provider_plain"), ("ij_paid_
 
 # One episode, two requests: a mapped paid step over "cover art" and "trailer". Exactly one of
 # them pays; the other fails on its first try (retries=3) naming both request fingerprints.
-with DAG(
-    "ij_paid_two_requests",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
+with DAG("ij_paid_two_requests", **manual_dag(retries=3)):
     allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_two_requests"))
     allocate >> CrashingPaidGeneration.partial(
         task_id="generate",
@@ -103,13 +76,7 @@ with DAG(
 
 # The request renders differently on each try: try 1 pays and crashes after acceptance (conf
 # fail_on_try=1), try 2 asks for another request and must fail without paying or retrying.
-with DAG(
-    "ij_paid_request_changed",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
+with DAG("ij_paid_request_changed", **manual_dag(retries=3)):
     AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_paid_request_changed")) >> CrashingPaidGeneration(
         task_id="generate",
         episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
@@ -122,13 +89,7 @@ with DAG(
 # A provider (ij_raw_provider, started by the scenario) that reports a cost of NaN and a 100 KB
 # result: the paid step succeeds, records the anomaly, pushes no NaN and keeps no 100 KB XCom.
 for dag_id, deferrable in (("ij_paid_odd_answer", False), ("ij_paid_odd_answer_deferred", True)):
-    with DAG(
-        dag_id,
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        default_args={"retries": 2, "retry_delay": dt.timedelta(0)},
-    ):
+    with DAG(dag_id, **manual_dag(retries=2)):
 
         @task(task_id="report")
         def report_odd(**context: Any) -> None:
@@ -151,13 +112,7 @@ for dag_id, deferrable in (("ij_paid_odd_answer", False), ("ij_paid_odd_answer_d
         )
 
 # Costs and budgets that are no amount: each task fails on its first try, before any lookup.
-with DAG(
-    "ij_paid_bad_amounts",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 3, "retry_delay": dt.timedelta(0)},
-):
+with DAG("ij_paid_bad_amounts", **manual_dag(retries=3)):
     for task_id, amounts in (
         ("nan_estimate", {"estimated_cost": float("nan")}),
         ("negative_estimate", {"estimated_cost": -1.0}),

@@ -1,0 +1,237 @@
+"""The machinery shared by the real-Airflow scenario runners, on both sides of their process.
+
+``dag.test()`` pays ~20 s of Airflow start-up per process, so each runner module
+(``scenarios.py``, ``fail_closed_scenarios.py``, ``http_provider_scenarios.py``) holds only its
+scenarios: they run once, in one process, and the tests assert on the JSON it writes.
+
+- In the scenario process: `Scenarios` (registers a runner's scenarios and runs them), `run_dag`,
+  `store_contents`, `dag_store`, `utc`, `provider_admin`.
+- In pytest: `run_scenario_process` (starts a runner once and checks its results),
+  `home_on_migrated_db`, `copy_dags`, `fresh_pg_database`, `provider_server_process`, and
+  `observed` / `ti` to read a run's results.
+
+Module level imports only the standard library: the scenario process imports this before Airflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "REPO",
+    "Result",
+    "Scenarios",
+    "copy_dags",
+    "dag_store",
+    "fresh_pg_database",
+    "home_on_migrated_db",
+    "observed",
+    "provider_admin",
+    "provider_server_process",
+    "run_dag",
+    "run_scenario_process",
+    "store_contents",
+    "ti",
+    "utc",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+Result = dict[str, Any]
+ScenarioFn = Callable[[Any], Result]
+
+
+# -- the scenario process -----------------------------------------------------------------------
+class Scenarios:
+    """A runner's scenarios by name, in the order defined: ``@scenario`` registers one, `main` runs them."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, ScenarioFn] = {}
+
+    def __call__(self, fn: ScenarioFn) -> ScenarioFn:
+        self.by_name[fn.__name__] = fn
+        return fn
+
+    def main(self, argv: list[str], finish: Callable[[], Result] | None = None) -> None:
+        """``OUT.json [NAME ...]``: run every scenario (or those named) on one DagBag, write the results.
+
+        A scenario that raises records its traceback instead; ``finish`` adds what is read once
+        all of them have run.
+        """
+        from airflow.dag_processing.dagbag import DagBag
+
+        out, only = argv[0], argv[1:]
+        bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+        results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
+        for name, fn in self.by_name.items():
+            if only and name not in only:
+                continue
+            try:
+                results[name] = fn(bag)
+            except Exception:
+                results[name] = {"error": traceback.format_exc()}
+        if finish is not None:
+            results.update(finish())
+        Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+
+
+def _observations() -> list[dict[str, Any]]:
+    path = Path(os.environ["IJ_OBSERVATIONS"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def run_dag(
+    bag: Any, dag_id: str, *, logical_date: Any, run_after: Any = None, conf: dict[str, Any] | None = None
+) -> Result:
+    """One ``dag.test()`` run: its task instances and the observations its tasks wrote."""
+    dag = bag.get_dag(dag_id)
+    assert dag is not None, f"DAG {dag_id} not in the bag: {bag.import_errors}"
+    before = len(_observations())
+    dag_run = dag.test(logical_date=logical_date, run_after=run_after or logical_date, run_conf=conf)
+    tis = [
+        {"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state), "try_number": ti.try_number}
+        for ti in sorted(dag_run.get_task_instances(), key=lambda t: (t.task_id, t.map_index))
+    ]
+    return {
+        "run_id": dag_run.run_id,
+        "state": str(dag_run.state),
+        "logical_date": None if dag_run.logical_date is None else dag_run.logical_date.isoformat(),
+        "tis": tis,
+        "observed": _observations()[before:],
+    }
+
+
+def store_contents(path: str | Path) -> list[dict[str, Any]]:
+    from airflow_idempotent_jobs import open_store
+
+    if "://" not in str(path) and not Path(path).exists():
+        return []
+    with open_store(path) as store:
+        return [episode.to_dict() for episode in store.list()]
+
+
+def dag_store(dag_id: str) -> Path:
+    return Path(os.environ["IJ_STORES"]) / dag_id
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> Any:
+    import pendulum
+
+    return pendulum.datetime(year, month, day, hour, minute, tz="UTC")
+
+
+def provider_admin(url: str, token: str, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    """A provider server's admin API (counters, behaviour switches)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"}
+    response = httpx.request(method, url + path, json=body, headers=headers, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+# -- pytest: starting a runner ------------------------------------------------------------------
+def copy_dags(dags: Path, sources: Iterable[Path]) -> None:
+    """DAG files into the DAGs folder; a folder's files are copied whole."""
+    for source in sources:
+        if source.is_dir():
+            shutil.copytree(source, dags, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, dags / source.name)
+
+
+def home_on_migrated_db(migrated_home: Path, home: Path, dag_sources: Iterable[Path]) -> tuple[Path, Path]:
+    """``home`` with a copy of the session's migrated metadata database (migrating again costs a
+    start-up), a DAGs folder holding ``dag_sources`` only, and an empty ``work`` folder: (dags, work)."""
+    shutil.copy(migrated_home / "airflow.db", home / "airflow.db")
+    dags, work = home / "dags", home / "work"
+    dags.mkdir()
+    copy_dags(dags, dag_sources)
+    work.mkdir()
+    return dags, work
+
+
+def run_scenario_process(module: str, env: Mapping[str, str], work: Path, *, timeout: float) -> Result:
+    """``python -m module work/results.json``, run once (its output in ``work/scenarios.log``).
+
+    Its results, after checking that it finished and that every DAG file imported; ``_log`` names
+    the log (task logs included), which tests search for secrets.
+    """
+    out, log = work / "results.json", work / "scenarios.log"
+    with log.open("w") as sink:
+        done = subprocess.run(
+            [sys.executable, "-m", module, str(out)],
+            env=dict(env),
+            cwd=REPO,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+        )
+    tail = log.read_text(errors="replace")[-4000:]
+    assert done.returncode == 0 and out.exists(), f"{module} failed ({done.returncode}):\n{tail}"
+    results: Result = json.loads(out.read_text())
+    assert results["import_errors"] == {}, results["import_errors"]
+    results["_log"] = str(log)
+    return results
+
+
+@contextlib.contextmanager
+def fresh_pg_database(request: Any) -> Iterator[str | None]:
+    """A database of its own on the test PostgreSQL server, dropped afterwards; None where no server
+    answers (outside CI). ``request`` is a session-scoped fixture's ``pytest.FixtureRequest``."""
+    import pytest
+
+    from tests.pg import pg_url
+
+    try:
+        server = request.getfixturevalue("pg_server")
+    except pytest.skip.Exception:
+        yield None
+        return
+    name = server.create()
+    try:
+        yield pg_url(name)
+    finally:
+        server.drop(name)
+
+
+@contextlib.contextmanager
+def provider_server_process(*args: str) -> Iterator[str]:
+    """The project's provider server in its own OS process (``--port 0`` plus ``args``): its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()  # the server prints its URL first
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# -- pytest: reading a run ----------------------------------------------------------------------
+def observed(run: Result, kind: str, task_id: str | None = None) -> list[dict[str, Any]]:
+    """What the run's tasks recorded of ``kind`` (see ``support.observe``), optionally of one task."""
+    return [o for o in run["observed"] if o["kind"] == kind and (task_id is None or o["task_id"] == task_id)]
+
+
+def ti(run: Result, task_id: str, map_index: int = -1) -> dict[str, Any]:
+    """The one task instance Airflow recorded for ``task_id`` (and ``map_index``) in the run."""
+    found: list[dict[str, Any]] = [t for t in run["tis"] if t["task_id"] == task_id and t["map_index"] == map_index]
+    assert len(found) == 1, run["tis"]
+    return found[0]
