@@ -52,14 +52,14 @@ def bounded_allocation_key(key: str) -> str:
     """``key`` itself up to 512 characters; else ``airflow#`` + its first characters + ``#`` + the
     sha256 of all of it: 512 characters, readable, stable, and distinct for distinct keys.
 
-    The part cut off is checked like the rest (printable, no ``/``, ``\\`` or ``..``): bounding
-    must not let through what the store refuses in a shorter key.
+    The part cut off is checked like the rest (printable characters only): bounding must not let
+    through what the store refuses in a shorter key.
     """
     from ..identity import MAX_KEY_LENGTH, validate_allocation_key
 
     if len(key) <= MAX_KEY_LENGTH:
         return key
-    for start in range(0, len(key), MAX_KEY_LENGTH // 2):  # overlapping windows: a ".." is never split
+    for start in range(0, len(key), MAX_KEY_LENGTH):  # the store's rule is per character
         validate_allocation_key(key[start : start + MAX_KEY_LENGTH])
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
     rest = key.removeprefix(_DEFAULT_KEY_PREFIX)

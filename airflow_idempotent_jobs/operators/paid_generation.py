@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._common import AirflowFailException, StoreOperator, open_task_store, task_errors
+from ._common import AirflowFailException, StoreOperator, is_empty_rendering, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from ..stores import EpisodeStore
 
 __all__ = ["PaidGenerationOperator"]
-
-#: Values a template renders to when the upstream allocation pushed nothing.
-_EMPTY_RENDERINGS: Final = frozenset({"", "None", "null"})
 
 
 class PaidGenerationOperator(StoreOperator):
@@ -179,7 +176,7 @@ class PaidGenerationOperator(StoreOperator):
         from ..identity import EpisodeId
 
         raw = self.episode_id
-        if raw is None or (isinstance(raw, str) and raw.strip() in _EMPTY_RENDERINGS):
+        if raw is None or is_empty_rendering(raw):  # the upstream allocation pushed nothing
             raise AirflowFailException(
                 f"{self.task_id}: episode_id is empty ({raw!r}); it must name an existing episode, "
                 "e.g. \"{{ ti.xcom_pull('allocate') }}\""
