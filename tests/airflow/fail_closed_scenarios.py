@@ -53,7 +53,7 @@ def rendered_fields(run: Result, dag_id: str) -> dict[str, Any]:
         return {f"{row.task_id}[{row.map_index}]": dict(row.rendered_fields) for row in rows}
 
 
-# -- item 1 -------------------------------------------------------------------------------------
+# -- issue 14 item 2 ------------------------------------------------------------------------------
 @scenario
 def default_store(bag: Any) -> Result:
     """No store anywhere under CeleryExecutor; then each deployment setting; then explicit ones."""
@@ -107,7 +107,7 @@ def zones(bag: Any) -> Result:
     }
 
 
-# -- item 2 -------------------------------------------------------------------------------------
+# -- issue 14 item 4 ------------------------------------------------------------------------------
 @scenario
 def templates(bag: Any) -> Result:
     """Two runs in one week with no conf: every template renders None (or blank) both times."""
@@ -126,7 +126,7 @@ def mapped_key(bag: Any) -> Result:
     }
 
 
-# -- item 3 -------------------------------------------------------------------------------------
+# -- issue 14 item 9 ------------------------------------------------------------------------------
 @scenario
 def secret_store(bag: Any) -> Result:
     if not os.environ.get("IJG_PG_URL"):
@@ -139,14 +139,14 @@ def secret_store(bag: Any) -> Result:
     }
 
 
-# -- item 4 -------------------------------------------------------------------------------------
+# -- issue 14 item 10 -----------------------------------------------------------------------------
 @scenario
 def check_mapped(bag: Any) -> Result:
     run = run_dag(bag, "ijg_check_mapped", logical_date=utc(2026, 8, 3, 6))
     return {"run": run, "store": store_contents(dag_store("ijg_check_mapped"))}
 
 
-# -- item 5 -------------------------------------------------------------------------------------
+# -- issue 14 item 11 -----------------------------------------------------------------------------
 @scenario
 def long_ids(bag: Any) -> Result:
     first = run_dag(bag, LONG_DAG_ID, logical_date=utc(2026, 8, 3, 6))

@@ -45,7 +45,7 @@ class ReportingPaid(Reporting, PaidGenerationOperator):
     pass
 
 
-# -- item 1: which store, under an executor that runs tasks on several hosts ----------------------
+# -- issue 14 item 2: which store, under an executor that runs tasks on several hosts -------------
 # No store=, no store_conn_id=: refused unless [idempotent_jobs] store / store_conn_id is set.
 with DAG("ijg_default_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     # The check runs whatever the allocation did (trigger_rule), so both refusals are seen.
@@ -75,7 +75,7 @@ with DAG(
 ):
     ReportingAllocate(task_id="allocate", store=store_for("ijg_zone_new_york"))
 
-# -- item 2: templates that render "None", "", "null" ---------------------------------------------
+# -- issue 14 item 4: templates that render "None", "", "null" ------------------------------------
 with DAG("ijg_templates", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     store = store_for("ijg_templates")
     ReportingAllocate(task_id="key_none", allocation_key="{{ dag_run.conf.get('key') }}", store=store)
@@ -100,7 +100,7 @@ with DAG("ijg_mapped_key", schedule=None, start_date=UTC_START, default_args=RET
         store=store_for("ijg_mapped_key_shared"),
     ).expand(lock_timeout=[30.0, 31.0, 32.0])
 
-# -- item 3: a store URL whose password comes from a Variable ---------------------------------------
+# -- issue 14 item 9: a store URL whose password comes from a Variable ----------------------------
 # The rendered value Airflow stores for the UI must not carry it, long or short (the secrets masker
 # skips values under 5 characters), whatever the Variable is called (Airflow masks the values of
 # Variables named like "password" by itself: these are not).
@@ -134,7 +134,7 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
     ReportingAllocate(task_id="by_conn", allocation_key="conn-{{ ds }}", store_conn_id="ijg_pg_conn")
     ReportingAllocate(task_id="by_conn_host_password", store_conn_id="ijg_pg_conn_host_password")
 
-# -- item 4: the check operator fed by a mapped allocation -----------------------------------------
+# -- issue 14 item 10: the check operator fed by a mapped allocation ------------------------------
 with DAG("ijg_check_mapped", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     mapped = ReportingAllocate.partial(task_id="allocate", store=store_for("ijg_check_mapped")).expand(
         fingerprint=["a", "b", "c"]
@@ -149,7 +149,7 @@ with DAG("ijg_check_mapped", schedule=None, start_date=UTC_START, default_args=R
         task_id="check_none", episode_ids="{{ ti.xcom_pull('nothing_here') }}", store=store_for("ijg_check_mapped")
     )
 
-# -- item 5: the longest ids Airflow allows (250 characters each) -----------------------------------
+# -- issue 14 item 11: the longest ids Airflow allows (250 characters each) -----------------------
 LONG_DAG_ID = "ijg_long_" + "d" * 241
 LONG_TASK_ID = "allocate_" + "t" * 241
 with DAG(LONG_DAG_ID, schedule=None, start_date=UTC_START, default_args=RETRY_3):
