@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.paid.background_server import BackgroundServer
 
-class CannedServer:
+
+class CannedServer(BackgroundServer):
     """``with CannedServer(404, "text/html", "<h1>no</h1>") as srv: srv.url``."""
 
     def __init__(
@@ -36,26 +37,11 @@ class CannedServer:
     ) -> None:
         self.answer = (status, content_type, body.encode(), dict(headers or {}))
         self.requests: list[tuple[str, str]] = []
-        self.host = host
-        self._server = ThreadingHTTPServer((host, 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self._server.server_address[1]}"
+        super().__init__(self._handler(), host)
 
     @property
     def posts(self) -> int:
         return sum(1 for method, _ in self.requests if method == "POST")
-
-    def __enter__(self) -> CannedServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         canned = self

@@ -11,16 +11,17 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.paid.server import server_provider_config
+from tests.paid.background_server import BackgroundServer
 
 TOKEN = "raw-provider-secret"
 
 
-class RawProvider:
+class RawProvider(BackgroundServer):
     """``with RawProvider() as api: api.cost = "NaN"``; every job completes on its first status call."""
 
     def __init__(self) -> None:
@@ -33,25 +34,11 @@ class RawProvider:
         self.submissions = 0
         self._ids = itertools.count()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(self._handler())
 
     def provider(self) -> HttpPaidProvider:
         config = server_provider_config(self.url, lookup_path=None)
         return HttpPaidProvider(config, auth_header="Authorization", auth_value=f"Bearer {TOKEN}")
-
-    def __enter__(self) -> RawProvider:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
     def _status_body(self, job_id: str) -> bytes:
         error = "null" if self.error is None else json.dumps({"message": self.error})
