@@ -54,7 +54,7 @@ def main() -> int:
     shutil.copy(ROOT / "example_dags" / f"{DAG_ID}.py", HOME / "dags")
     shutil.copy(ROOT / "demo" / "demo_policy.py", HOME / "config" / "airflow_local_settings.py")
     server = subprocess.Popen(
-        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", "--token", TOKEN],
+        [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0", "--token", TOKEN],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -93,7 +93,7 @@ def main() -> int:
 
 
 def airflow_env(url: str) -> dict[str, str]:
-    from airflow_idempotent_jobs.paid.server import server_connection
+    from airflow_idempotent_jobs.testing.server import server_connection
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(

@@ -68,7 +68,7 @@ def main() -> None:
     shutil.rmtree(STORE, ignore_errors=True)
     state_file = ROOT / "provider-state.json"
     state_file.unlink(missing_ok=True)
-    server_cmd = [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0"]
+    server_cmd = [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0"]
     server = subprocess.Popen(
         [*server_cmd, "--ignore-tokens", "--no-lookup", "--polls-to-finish", "2", "--state-file", str(state_file)],
         stdout=subprocess.PIPE,
@@ -145,7 +145,7 @@ def _worker_main(spec: dict[str, Any]) -> int:
     from airflow_idempotent_jobs import BudgetExceeded, SubmissionStateUnknown, open_store
     from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, SubmissionLedger, wait_for_terminal
     from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-    from airflow_idempotent_jobs.paid.server import server_provider_config
+    from airflow_idempotent_jobs.testing.server import server_provider_config
 
     config = server_provider_config(spec["url"], tokens_honoured=spec["tokens"], lookup_path=None)
     provider = HttpPaidProvider(config, auth_header="Authorization", auth_value=f"Bearer {TOKEN}")

@@ -103,7 +103,7 @@ class Deployment:
 
     def env(self, name: str) -> dict[str, str]:
         """The environment of one Airflow process living in home ``name``."""
-        from airflow_idempotent_jobs.paid.server import ServerConfig, server_connection
+        from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
 
         home = self.home(name)
         metadata = pg_url(self.airflow_db, "postgresql+psycopg2")
@@ -187,7 +187,7 @@ class Deployment:
 
     def _start_provider(self) -> None:
         log = self.workdir / "provider.log"
-        command = [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0"]
+        command = [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0"]
         command += ["--token", self.provider_token, "--ignore-tokens", "--polls-to-finish", "2"]
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=log.open("wb"), cwd=REPO, start_new_session=True

@@ -23,10 +23,10 @@ from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.paid.ledger import SubmissionLedger, idempotency_token
-from airflow_idempotent_jobs.paid.server import ProviderServer
 from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.pg_session import IDENTITY_RE, row_values, statements
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 from tests.clirun import run_cli, run_python

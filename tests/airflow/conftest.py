@@ -94,7 +94,7 @@ class RunningProvider:
 
     def connection(self, **config: Any) -> str:
         """An ``AIRFLOW_CONN_*`` value: host = base URL, password = token, extra = the JSON layout."""
-        from airflow_idempotent_jobs.paid.server import server_connection
+        from airflow_idempotent_jobs.testing.server import server_connection
 
         return json.dumps(server_connection(self.url, self.token, **config))
 

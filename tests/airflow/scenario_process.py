@@ -209,7 +209,7 @@ def fresh_pg_database(request: Any) -> Iterator[str | None]:
 def provider_server_process(*args: str) -> Iterator[str]:
     """The project's provider server in its own OS process (``--port 0`` plus ``args``): its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow_idempotent_jobs.paid.server", "--port", "0", *args],
+        [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,

@@ -154,7 +154,7 @@ def paid_request_changed(bag: Any) -> Result:
 @scenario
 def paid_odd_answer(bag: Any) -> Result:
     """A provider reporting a cost of NaN and a 100 KB result, polled by the worker and by the trigger."""
-    from airflow_idempotent_jobs.paid.server import ServerConfig, server_connection
+    from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
     from tests.paid.raw_provider import TOKEN, RawProvider
 
     with RawProvider() as api:

@@ -15,7 +15,7 @@ from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
 from airflow_idempotent_jobs.hooks.store import EpisodeStoreHook
 from airflow_idempotent_jobs.paid.ledger import SubmissionLedger
-from airflow_idempotent_jobs.paid.server import ProviderServer, server_connection
+from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
 from tests.airflow.conftest import postgres_connection
 

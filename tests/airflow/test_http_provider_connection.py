@@ -20,7 +20,7 @@ import pytest
 from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
 from airflow_idempotent_jobs.paid import RemoteState
-from airflow_idempotent_jobs.paid.server import ProviderServer, server_connection, server_connection_uri
+from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection, server_connection_uri
 from tests.paid.leaks import TOKEN, token_forms
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from airflow_idempotent_jobs.paid.server import server_connection, server_connection_uri
+from airflow_idempotent_jobs.testing.server import server_connection, server_connection_uri
 from tests.airflow.conftest import AirflowHome, airflow_env, scenario
 from tests.airflow.scenario_process import (
     home_on_migrated_db,

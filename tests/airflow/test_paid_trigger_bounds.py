@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from airflow.sdk._shared.module_loading import import_string
 
-from airflow_idempotent_jobs.paid.server import ServerConfig, server_connection
+from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
 from tests.paid.raw_provider import TOKEN, RawProvider
 

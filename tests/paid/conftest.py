@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import EpisodeStore, open_store
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 
 
 @pytest.fixture

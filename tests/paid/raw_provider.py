@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-from airflow_idempotent_jobs.paid.server import server_provider_config
+from airflow_idempotent_jobs.testing.server import server_provider_config
 from tests.paid.background_server import BackgroundServer
 
 TOKEN = "raw-provider-secret"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 
 CHILD = Path(__file__).with_name("_child.py")
 #: Exit codes of `_child.py`.

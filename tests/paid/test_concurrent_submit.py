@@ -8,7 +8,7 @@ import pytest
 
 from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.paid import idempotency_token
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.support import CAPABILITIES, CHILD_IN_PROGRESS, CHILD_OK, finish, jobs_for, start_child
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_idempotent_jobs import SubmissionState, open_store
 from airflow_idempotent_jobs.paid import idempotency_token
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.support import (
     CAPABILITIES,
     CHILD_OK,

@@ -29,7 +29,7 @@ from airflow_idempotent_jobs.paid import (
     wait_for_terminal,
 )
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider, HttpProviderConfig, _dig
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.support import PROCESS_TIMEOUT, provider_for
 
 SECRET = "s3cr3t-Provider-Credential-9f2c"
@@ -190,7 +190,7 @@ def test_the_server_runs_as_a_separate_process(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "airflow_idempotent_jobs.paid.server",
+        "airflow_idempotent_jobs.testing.server",
         "--port",
         "0",
         "--state-file",
@@ -201,7 +201,7 @@ def test_the_server_runs_as_a_separate_process(tmp_path: Path) -> None:
         assert process.stdout is not None
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
-        from airflow_idempotent_jobs.paid.server import server_provider_config
+        from airflow_idempotent_jobs.testing.server import server_provider_config
 
         provider = HttpPaidProvider(
             server_provider_config(url, tokens_honoured=False),

@@ -14,7 +14,7 @@ import pytest
 
 from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider, HttpProviderConfig
-from airflow_idempotent_jobs.paid.server import ProviderServer, server_connection
+from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection
 
 BASE = {"base_url": "https://api.example.invalid/v1"}
 L = {"lookup_path": "/j?t={token}"}

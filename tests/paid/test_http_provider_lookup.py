@@ -19,7 +19,7 @@ import pytest
 from airflow_idempotent_jobs import EpisodeStore, SubmissionState, SubmissionStateUnknown
 from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, SubmissionLedger, idempotency_token
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider, HttpProviderConfig
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.canned import CannedServer, static_file_server
 from tests.paid.support import jobs_for, provider_for, run_cli
 

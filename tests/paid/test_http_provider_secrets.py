@@ -23,7 +23,7 @@ import pytest
 from airflow_idempotent_jobs import EpisodeStore, SubmissionState, SubmissionStateUnknown
 from airflow_idempotent_jobs.paid import ProviderError, RemoteState, SubmissionLedger
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.canned import CannedServer
 from tests.paid.leaks import TOKEN, WRONG, leaks, token_forms
 from tests.paid.support import run_cli

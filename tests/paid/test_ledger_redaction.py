@@ -30,7 +30,7 @@ from airflow_idempotent_jobs.paid import (
     wait_for_terminal,
 )
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import FileBackend
 from tests.paid.support import CAPABILITIES, provider_for
 

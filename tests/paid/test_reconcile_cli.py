@@ -11,7 +11,7 @@ import pytest
 
 from airflow_idempotent_jobs import EpisodeStore, SubmissionState, SubmissionStateUnknown
 from airflow_idempotent_jobs.paid import SubmissionLedger, idempotency_token, wait_for_terminal
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import FileBackend
 from tests.paid.support import jobs_for, provider_for, run_cli
 

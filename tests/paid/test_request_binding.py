@@ -25,7 +25,7 @@ from airflow_idempotent_jobs.paid import (
     request_fingerprint,
     wait_for_terminal,
 )
-from airflow_idempotent_jobs.paid.server import ProviderServer
+from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import Backend, FileBackend
 from tests.paid.support import CAPABILITIES, jobs_for, provider_for
 

@@ -2,7 +2,7 @@
 
 Importable (`ProviderServer`, a context manager running in a thread) and runnable::
 
-    python -m airflow_idempotent_jobs.paid.server --port 0 --token SECRET [--state-file F]
+    python -m airflow_idempotent_jobs.testing.server --port 0 --token SECRET [--state-file F]
 
 prints its URL on the first stdout line, then serves until SIGTERM/SIGINT.
 
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 if TYPE_CHECKING:
-    from .http import HttpProviderConfig
+    from ..paid.http import HttpProviderConfig
 
 __all__ = [
     "FAULTS",
@@ -443,7 +443,7 @@ class ProviderServer:
 
 def server_provider_config(url: str, config: ServerConfig | None = None, **overrides: Any) -> HttpProviderConfig:
     """The `HttpProviderConfig` for a provider server at ``url`` behaving as ``config``."""
-    from .http import HttpProviderConfig
+    from ..paid.http import HttpProviderConfig
 
     cfg = config or ServerConfig()
     values: dict[str, Any] = {
@@ -519,7 +519,7 @@ def server_connection_uri(url: str, token: str, config: ServerConfig | None = No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m airflow_idempotent_jobs.paid.server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m airflow_idempotent_jobs.testing.server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--token", default=os.environ.get("PROVIDER_SERVER_TOKEN", "local-provider-secret"))
