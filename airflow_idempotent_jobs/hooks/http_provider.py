@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
+from .paid_provider import PaidProviderHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -33,17 +33,13 @@ _WHAT = "provider connection"
 PROBE_REF = "idempotent-jobs-connection-test"
 
 
-class HttpPaidProviderHook(BaseHook):
+class HttpPaidProviderHook(PaidProviderHook):
     """Builds the provider client from ``provider_conn_id``; the Connection is read on first use only."""
 
     conn_name_attr = "provider_conn_id"
     default_conn_name = "idempotent_jobs_http_default"
     conn_type = "idempotent_jobs_http"
     hook_name = "Idempotent Jobs HTTP Provider"
-
-    def __init__(self, provider_conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.provider_conn_id = provider_conn_id
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
