@@ -31,6 +31,7 @@ from .. import safe_json
 from ..errors import InvalidConfiguration
 from ._http_config import DEFAULT_STATE_MAP, HttpProviderConfig, valid_header_name
 from ._redaction import REDACTED, Redactor, secret_forms
+from .backoff import doubling
 from .provider import (
     ProviderCapabilities,
     ProviderError,
@@ -259,11 +260,10 @@ class HttpPaidProvider:
         self, method: str, path: str, *, json: Any = None, headers: Mapping[str, str] | None = None
     ) -> httpx.Response:
         url, all_headers = self._request_args(path, headers)
-        delay = self.config.backoff_initial
+        delays = doubling(self.config.backoff_initial, self.config.backoff_max)
         for attempt in range(self.config.connect_retries + 1):
             if attempt:
-                time.sleep(delay)
-                delay = min(delay * 2, self.config.backoff_max)
+                time.sleep(next(delays))
             try:
                 with httpx.Client(timeout=self._timeout, verify=_tls(), follow_redirects=False) as client:
                     response = client.request(method, url, json=json, headers=all_headers)
@@ -280,11 +280,10 @@ class HttpPaidProvider:
     async def _asend(self, method: str, path: str) -> httpx.Response:
         url, all_headers = self._request_args(path, None)
         tls = await asyncio.to_thread(_tls)  # the first call reads the CA bundle from disk
-        delay = self.config.backoff_initial
+        delays = doubling(self.config.backoff_initial, self.config.backoff_max)
         for attempt in range(self.config.connect_retries + 1):
             if attempt:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.config.backoff_max)
+                await asyncio.sleep(next(delays))
             try:
                 async with httpx.AsyncClient(timeout=self._timeout, verify=tls, follow_redirects=False) as client:
                     response = await client.request(method, url, headers=all_headers)

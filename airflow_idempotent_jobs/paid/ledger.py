@@ -18,7 +18,8 @@ A retry that finds `submitting` (its writer dead) or `unknown` acts by the provi
 (b) lookup: ``find(token)`` and adopt the job, or submit once if there is none;
 (c) neither: raise `SubmissionStateUnknown` and never submit until ``idempotent-jobs reconcile``.
 Every decision and write runs inside ``store.update``/``update_in_week`` (the store's lock: a
-compare-and-set); provider calls run outside the lock.
+compare-and-set); provider calls run outside the lock. Whether a claim's writer still lives is
+`claims`'s question, the budget `budget`'s; this module keeps the state machine.
 """
 
 from __future__ import annotations
@@ -26,10 +27,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import os
-import secrets
-import socket
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -43,7 +40,9 @@ from ..errors import (
 )
 from ..identity import EpisodeId
 from ..stores.base import EpisodeLike, EpisodeStore
+from . import claims
 from .budget import check_budget, checked_amount
+from .claims import DEFAULT_CLAIM_LEASE
 from .fingerprint import RequestConflict, request_fingerprint
 from .provider import (
     PaidProvider,
@@ -65,11 +64,15 @@ from .results import (
     unusable_ref,
 )
 
-__all__ = ["NotReconcilable", "SubmissionInProgress", "SubmissionLedger", "idempotency_token"]
+__all__ = [
+    "DEFAULT_CLAIM_LEASE",
+    "NotReconcilable",
+    "SubmissionInProgress",
+    "SubmissionLedger",
+    "idempotency_token",
+]
 
 _S = SubmissionState
-#: Default time after which a ``submitting`` claim written on another host counts as abandoned.
-DEFAULT_CLAIM_LEASE = 900.0
 
 
 class SubmissionInProgress(IdempotentJobsError):
@@ -103,33 +106,6 @@ def idempotency_token(store_identity: str, episode_id: str) -> str:
 
 def _utc_clock() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-# -- claims: who wrote `submitting` -------------------------------------------------------------
-_HOST = socket.gethostname()
-_process_nonce: tuple[int, str] = (0, "")
-#: (store location, episode id) -> thread, for the submissions this process is making right now. A
-#: thread registers as it writes its claim, under the store's lock, and leaves when its `submit`
-#: returns: no other thread of this process can read that claim and think its writer dead.
-_active: dict[tuple[str, str], int] = {}
-_active_lock = threading.Lock()
-
-
-def _my_claim() -> str:
-    global _process_nonce
-    if _process_nonce[0] != os.getpid():  # a forked child is another process
-        _process_nonce = (os.getpid(), secrets.token_hex(4))
-    return f"{_HOST}:{_process_nonce[0]}:{_process_nonce[1]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SubmissionLedger:
@@ -208,9 +184,7 @@ class SubmissionLedger:
                     return episode
             raise SubmissionInProgress(eid, "another process (the record kept changing)")
         finally:
-            with _active_lock:
-                if _active.get((self.store.location, eid)) == threading.get_ident():
-                    del _active[(self.store.location, eid)]
+            claims.leave(self.store.location, eid)
 
     def _attempt(
         self,
@@ -286,8 +260,7 @@ class SubmissionLedger:
         return self._claimed(ep, "token lookup found no job: submitting once with the same token")
 
     def _claimed(self, ep: Episode, note: str, **changes: Any) -> Episode:
-        with _active_lock:
-            _active[(self.store.location, ep.episode_id)] = threading.get_ident()
+        claims.enter(self.store.location, ep.episode_id)
         sub = ep.submission
         return self._moved(
             ep,
@@ -295,7 +268,7 @@ class SubmissionLedger:
             note,
             token=sub.token or self.token_for(ep.episode_id),
             attempts=sub.attempts + 1,
-            claimed_by=_my_claim(),
+            claimed_by=claims.my_claim(),
             claimed_at=self.clock().isoformat(),
             error=None,
             **changes,
@@ -481,17 +454,10 @@ class SubmissionLedger:
         return sub
 
     def _claim_alive(self, eid: str, sub: Submission) -> bool:
-        claim = sub.claimed_by or ""
-        if claim == _my_claim():
-            with _active_lock:
-                return (self.store.location, eid) in _active
         try:
-            age = (self.clock() - dt.datetime.fromisoformat(sub.claimed_at or "")).total_seconds()
-            host, pid, _nonce = claim.rsplit(":", 2)
-            if age >= self.claim_lease:
-                return False
-            # Our own pid under another nonce is an earlier process that had it: gone.
-            return host != _HOST or (int(pid) != os.getpid() and _pid_alive(int(pid)))
+            return claims.claim_alive(
+                self.store.location, eid, sub.claimed_by or "", sub.claimed_at, self.clock(), self.claim_lease
+            )
         except (TypeError, ValueError) as exc:
             raise StoreCorrupted(
                 f"{self.store.location} (episode {eid})", f"unreadable submission claim: {exc}"

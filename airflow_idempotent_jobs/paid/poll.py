@@ -1,6 +1,6 @@
 """Blocking polling: drive an accepted submission to ``succeeded`` or ``failed``.
 
-The Airflow layer has a deferrable version (a trigger on `HttpPaidProvider.astatus`); this one is
+The Airflow layer has a deferrable version (`PaidJobTrigger`, on the provider's ``astatus`` or ``status``); this one is
 for plain scripts, the CLI and non-deferred tasks.
 """
 
@@ -13,6 +13,7 @@ from ..episode import Episode, SubmissionState
 from ..errors import IdempotentJobsError, IllegalTransition
 from ..identity import EpisodeId
 from ..stores.base import EpisodeLike
+from .backoff import doubling
 from .ledger import SubmissionLedger
 from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
 from .results import clean_text, redacting, redactor
@@ -56,7 +57,7 @@ def wait_for_terminal(
     eid = str(EpisodeId.parse(episode_id))
     redact = redactor(provider)
     deadline = monotonic() + timeout
-    delay = max(initial_delay, 0.0)
+    delays = doubling(initial_delay, max_delay)
     last_error: str | None = None
     while True:
         episode = ledger.store.get(eid)
@@ -78,5 +79,4 @@ def wait_for_terminal(
         remaining = deadline - monotonic()
         if remaining <= 0:
             raise PollTimeout(eid, timeout, episode.submission.remote_state, last_error)
-        sleep(min(delay, remaining))
-        delay = min(delay * 2 if delay > 0 else 0.01, max_delay)
+        sleep(min(next(delays), remaining))
