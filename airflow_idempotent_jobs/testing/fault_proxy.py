@@ -1,0 +1,457 @@
+"""A fault-injecting HTTP/1.1 proxy on 127.0.0.1, placed between an adapter and its API.
+
+The conformance kit points an adapter at `FaultProxy.base_url` and arms one `Fault` at a time for
+the next request that matches; every other request is relayed as it is. The proxy relays real
+HTTP/1.1: keep-alive client connections, chunked or length-framed bodies both ways (it re-frames
+each body with a Content-Length, as an intermediary may), ``Expect: 100-continue``; each request
+goes to the API on a fresh connection. It records every exchange (`Exchange`): whether the API got
+the request, what it answered, and whether the client got that answer. This record is the truth the
+kit judges an adapter's claims against ("certainly not sent", "nothing was created").
+
+A fault decides whether the API sees the request first (`Fault.forwards`): a lost or late answer,
+a 5xx, 408 or 409 come after the API processed the call (the worst case: the job exists), while a
+429 or another 4xx is answered instead of the API (an API that answers them created nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import json
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+__all__ = ["Exchange", "Fault", "FaultProxy", "RouteMatcher", "refusing_url"]
+
+#: (method, path without query) -> whether an armed fault applies to this request.
+RouteMatcher = Callable[[str, str], bool]
+Action = Literal["drop", "reset", "hold", "answer"]
+
+#: Headers that belong to one connection (RFC 9110 7.6.1), never relayed; the body is re-framed.
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+        "content-length",
+        "host",
+    }
+)
+#: Client errors an API answers for a request it may have processed: they never prove "not created".
+_MAYBE_PROCESSED_4XX: Final = frozenset({408, 409})
+_MAX_BODY: Final = 64 * 1024 * 1024
+_MAX_LINE: Final = 65536
+#: How often a held answer checks that its client is still there.
+_HOLD_TICK: Final = 0.05
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One thing that goes wrong with one request; build with `drop`, `reset`, `hold` or `answer`."""
+
+    action: Action
+    #: The status an ``answer`` fault sends (400..599).
+    status: int | None = None
+    #: The body an ``answer`` fault sends; None: a small JSON error naming the kit.
+    body: bytes | None = None
+    content_type: str = "application/json"
+
+    def __post_init__(self) -> None:
+        if self.action == "answer" and (self.status is None or not 400 <= self.status <= 599):
+            raise ValueError(f"an answer fault needs a status from 400 to 599, not {self.status!r}")
+
+    @classmethod
+    def drop(cls) -> Fault:
+        """The API gets the request and answers; the client's connection is closed without an answer."""
+        return cls("drop")
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """As `drop`, but the connection is reset (TCP RST) instead of closed."""
+        return cls("reset")
+
+    @classmethod
+    def hold(cls) -> Fault:
+        """The API answers; the proxy holds the answer for ``hold_seconds`` (past the client's read timeout)."""
+        return cls("hold")
+
+    @classmethod
+    def answer(cls, status: int, body: bytes | None = None, content_type: str = "application/json") -> Fault:
+        """The client gets ``status``; the API sees the request first unless it is a 429 or a refusal."""
+        return cls("answer", status, body, content_type)
+
+    @property
+    def name(self) -> str:
+        return f"HTTP {self.status}" if self.action == "answer" else self.action
+
+    @property
+    def forwards(self) -> bool:
+        """Whether the API gets the request before the fault: always, except for a 429 or a refusing 4xx."""
+        if self.action != "answer" or self.status is None:
+            return True
+        return not (400 <= self.status < 500 and self.status not in _MAYBE_PROCESSED_4XX)
+
+    @property
+    def description(self) -> str:
+        if self.action == "drop":
+            return "connection closed after the API got the request, without an answer"
+        if self.action == "reset":
+            return "connection reset after the API got the request"
+        if self.action == "hold":
+            return "answer held back past the read timeout (the API got the request)"
+        where = "after the API got the request" if self.forwards else "instead of the API (it never got the request)"
+        return f"HTTP {self.status} answered {where}"
+
+    def payload(self) -> bytes:
+        if self.body is not None:
+            return self.body
+        message = f"HTTP {self.status} injected by the conformance kit's proxy"
+        return json.dumps({"error": {"code": "injected_by_conformance_kit", "message": message}}).encode()
+
+
+@dataclass
+class Exchange:
+    """One request through the proxy: what the API got and answered, and what the client got."""
+
+    #: Order of arrival at the proxy.
+    seq: int
+    #: The client connection it came on (keep-alive requests share one).
+    connection: int
+    method: str
+    #: Path and query, as sent.
+    target: str
+    #: The fault applied to it (`Fault.name`), or None.
+    fault: str | None = None
+    #: The API received the request.
+    forwarded: bool = False
+    upstream_status: int | None = None
+    #: The API's answer body (the first 1 MiB).
+    upstream_body: bytes = b""
+    #: Why the API could not be reached or read (the client got a 502 from the proxy).
+    upstream_error: str | None = None
+    #: The client was sent the API's own answer.
+    delivered: bool = False
+    #: A held answer's client closed its connection before the hold ended.
+    client_gave_up: bool | None = None
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    @property
+    def route(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+class FaultProxy:
+    """``with FaultProxy("http://127.0.0.1:8080") as proxy: proxy.arm(Fault.drop()); ... proxy.exchanges()``."""
+
+    def __init__(
+        self, upstream: str, *, host: str = "127.0.0.1", hold_seconds: float = 5.0, upstream_timeout: float = 30.0
+    ) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(f"the API's URL must be http(s)://host[:port][/prefix], not {upstream!r}")
+        self.upstream = upstream
+        self.hold_seconds = hold_seconds
+        self.upstream_timeout = upstream_timeout
+        self._https = parts.scheme == "https"
+        self._upstream_host = parts.hostname
+        self._upstream_port = parts.port or (443 if self._https else 80)
+        self._upstream_netloc = parts.netloc
+        self._prefix = parts.path.rstrip("/")
+        self._lock = threading.Lock()
+        self._log: list[Exchange] = []
+        self._armed: tuple[Fault, RouteMatcher] | None = None
+        self._server = _ProxyServer((host, 0), self)
+        self._thread: threading.Thread | None = None
+        self.host = host
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The proxy's origin, ``http://127.0.0.1:<port>``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What to give the adapter instead of the API's URL: the proxy's origin and the API's path prefix."""
+        return self.url + self._prefix
+
+    def start(self) -> FaultProxy:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-proxy", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening, release held answers (their connections close) and end idle connections."""
+        self._server.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._server.close_clients()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- faults and the record -------------------------------------------------------------------
+    def arm(self, fault: Fault, when: RouteMatcher | None = None) -> None:
+        """Apply ``fault`` to the next request ``when`` accepts (default: the next request), once."""
+        with self._lock:
+            self._armed = (fault, when or (lambda method, path: True))
+
+    def disarm(self) -> Fault | None:
+        """Withdraw the armed fault; returns it if it never fired, else None."""
+        with self._lock:
+            armed, self._armed = self._armed, None
+        return armed[0] if armed else None
+
+    def exchanges(self, since: int = 0) -> list[Exchange]:
+        """The exchanges from the ``since``-th on (`mark` gives the current count)."""
+        with self._lock:
+            return self._log[since:]
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self._log)
+
+    def _begin(self, connection: int, method: str, target: str) -> tuple[Exchange, Fault | None]:
+        with self._lock:
+            exchange = Exchange(seq=len(self._log), connection=connection, method=method, target=target)
+            self._log.append(exchange)
+            fault = None
+            if self._armed is not None and self._armed[1](method, exchange.path):
+                fault, self._armed = self._armed[0], None
+                exchange.fault = fault.name
+            return exchange, fault
+
+    # -- the API side ----------------------------------------------------------------------------
+    def _forward(
+        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """One request to the API on its own connection; its status, reason, headers and whole body."""
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._upstream_host, self._upstream_port, timeout=self.upstream_timeout)
+        try:
+            conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+            conn.putheader("Host", self._upstream_netloc)
+            for name, value in headers:
+                conn.putheader(name, value)
+            if body or method in ("POST", "PUT", "PATCH"):
+                conn.putheader("Content-Length", str(len(body)))
+            conn.putheader("Connection", "close")
+            conn.endheaders(body or None)
+            response = conn.getresponse()
+            return response.status, response.reason, response.getheaders(), response.read()
+        finally:
+            conn.close()
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # a held answer or an idle keep-alive connection must not stall stop()
+
+    def __init__(self, address: tuple[str, int], proxy: FaultProxy) -> None:
+        super().__init__(address, _Handler)
+        self.proxy = proxy
+        self.stopping = threading.Event()
+        self.connection_ids = itertools.count(1)
+        self._clients: set[socket.socket] = set()
+        self._resets: set[socket.socket] = set()
+        self._clients_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._clients_lock:
+            self._clients.add(request)
+        super().process_request(request, client_address)
+
+    def reset_on_close(self, request: socket.socket) -> None:
+        with self._clients_lock:
+            self._resets.add(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._clients_lock:
+            self._clients.discard(request)
+            reset = request in self._resets
+            self._resets.discard(request)
+        if reset:
+            # SO_LINGER 0: close() sends an RST; a shutdown(SHUT_WR) first would send a clean FIN.
+            with contextlib.suppress(OSError):
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            request.close()
+            return
+        super().shutdown_request(request)
+
+    def close_clients(self) -> None:
+        with self._clients_lock:
+            clients = list(self._clients)
+        for client in clients:
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _ProxyServer
+    protocol_version = "HTTP/1.1"
+    timeout = 120  # an idle keep-alive connection ends eventually
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the kit reads the exchanges, not logs
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection_id = next(self.server.connection_ids)
+
+    def _relay(self) -> None:
+        proxy = self.server.proxy
+        exchange, fault = proxy._begin(self.connection_id, self.command, self.path)
+        try:
+            body = self._request_body()
+        except (ValueError, OSError):
+            self.close_connection = True
+            return
+        if fault is not None and not fault.forwards:
+            self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
+            return
+        headers = _end_to_end(self.headers.items(), self.headers.get("Connection", ""))
+        try:
+            status, reason, answer_headers, answer = proxy._forward(self.command, self.path, headers, body)
+        except (OSError, http.client.HTTPException) as exc:
+            exchange.upstream_error = f"{type(exc).__name__}: {exc}"
+            self._send(502, "Bad Gateway", [("Content-Type", "text/plain")], b"conformance proxy: the API failed")
+            return
+        exchange.forwarded, exchange.upstream_status, exchange.upstream_body = True, status, answer[: 1 << 20]
+        if fault is None:
+            exchange.delivered = self._send(status, reason, answer_headers, answer)
+        elif fault.action == "drop":
+            self.close_connection = True
+        elif fault.action == "reset":
+            self.close_connection = True
+            self.server.reset_on_close(self.connection)
+        elif fault.action == "hold":
+            if self._client_left_within(proxy.hold_seconds):
+                exchange.client_gave_up = True
+                self.close_connection = True
+            else:
+                exchange.client_gave_up = False
+                exchange.delivered = self._send(status, reason, answer_headers, answer)
+        else:
+            self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _relay
+
+    def _request_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return _read_chunked(self.rfile)
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 <= length <= _MAX_BODY:
+            raise ValueError(f"request body of {length} bytes")
+        return _read_exact(self.rfile, length)
+
+    def _client_left_within(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True as soon as the client closes its connection (or the proxy stops)."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self.server.stopping.is_set():
+                return True
+            readable, _, _ = select.select([self.connection], [], [], min(remaining, _HOLD_TICK))
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return True
+                except OSError:
+                    return True
+                time.sleep(min(remaining, _HOLD_TICK))  # a pipelined request waits its turn
+        return self.server.stopping.is_set()
+
+    def _send(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> bool:
+        """Write one answer with a Content-Length; False if the client is gone."""
+        try:
+            self.send_response_only(status, reason or None)
+            for name, value in headers:
+                if name.lower() not in _HOP_BY_HOP:
+                    self.send_header(name, value)
+            no_body = self.command == "HEAD" or status in (204, 304) or status < 200
+            if self.command == "HEAD":
+                length = next((v for n, v in headers if n.lower() == "content-length"), None)
+                if length is not None:
+                    self.send_header("Content-Length", length)
+            elif not no_body:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not no_body:
+                self.wfile.write(body)
+            self.wfile.flush()
+            return True
+        except OSError:
+            self.close_connection = True
+            return False
+
+
+def _end_to_end(items: Any, connection_header: str) -> list[tuple[str, str]]:
+    """The request's headers without hop-by-hop ones (and those its Connection header names)."""
+    named = {token.strip().lower() for token in connection_header.split(",") if token.strip()}
+    return [(name, value) for name, value in items if name.lower() not in _HOP_BY_HOP | named]
+
+
+def _read_exact(stream: Any, length: int) -> bytes:
+    data = stream.read(length) if length else b""
+    if len(data) != length:
+        raise ValueError("the client closed the connection inside the body")
+    return bytes(data)
+
+
+def _read_chunked(stream: Any) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = stream.readline(_MAX_LINE)
+        if not line:
+            raise ValueError("the client closed the connection inside a chunked body")
+        size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+        if size == 0:
+            while stream.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                pass  # trailers: dropped, the body is re-framed
+            return b"".join(parts)
+        total += size
+        if total > _MAX_BODY:
+            raise ValueError("chunked request body too large")
+        parts.append(_read_exact(stream, size))
+        stream.readline(_MAX_LINE)
+
+
+@contextlib.contextmanager
+def refusing_url(host: str = "127.0.0.1") -> Iterator[str]:
+    """A URL whose port refuses every connection (bound, never listening), for as long as the block runs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, 0))
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
