@@ -183,6 +183,43 @@ def paid_bad_amounts(bag: Any) -> Result:
     return {**paid_run(bag, "ij_paid_bad_amounts", logical_date=utc(2026, 8, 3, 6)), "submissions_before": before}
 
 
+def custom_connection() -> str:
+    """A plain ``http`` Connection to the session's provider server, read by the custom hook."""
+    url, token = os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"]
+    extra = {"tokens": False, "lookup": True}
+    return json.dumps({"conn_type": "http", "host": url, "password": token, "extra": extra})
+
+
+@scenario
+def custom_provider(bag: Any) -> Result:
+    """provider_hook= on an ``http`` connection; the first submit answer is lost (ij_custom_worker/_deferred)."""
+    os.environ["AIRFLOW_CONN_IJ_JOBS"] = custom_connection()
+    results: Result = {}
+    try:
+        for mode in ("worker", "deferred"):
+            provider("POST", "/_admin/config", {"honour_tokens": False, "fault": "drop_after_accept", "fault_times": 1})
+            try:
+                results[mode] = paid_run(bag, f"ij_custom_{mode}", logical_date=utc(2026, 8, 3, 6))
+            finally:
+                provider("POST", "/_admin/config", {"honour_tokens": True, "fault": None, "fault_times": 1})
+    finally:
+        del os.environ["AIRFLOW_CONN_IJ_JOBS"]
+    return results
+
+
+@scenario
+def custom_bad_hooks(bag: Any) -> Result:
+    """provider_hook values that cannot work, an untyped connection, an unknown episode (ij_custom_bad_hooks)."""
+    names = [f"AIRFLOW_CONN_{conn_id.upper()}" for conn_id in ("ij_jobs_a", "ij_jobs_b", "ij_jobs_c")]
+    names += ["AIRFLOW_CONN_IJ_JOBS_BROKEN", "AIRFLOW_CONN_IJ_JOBS_UNTYPED"]
+    os.environ.update(dict.fromkeys(names, custom_connection()))
+    try:
+        return paid_run(bag, "ij_custom_bad_hooks", logical_date=utc(2026, 8, 3, 6))
+    finally:
+        for name in names:
+            del os.environ[name]
+
+
 @scenario
 def example_dag(bag: Any) -> Result:
     """The example DAG as shipped (deferrable paid step), on the default store."""
