@@ -23,7 +23,14 @@ from airflow.sdk import BaseHook
 if TYPE_CHECKING:
     from ..paid.provider import PaidProvider
 
-__all__ = ["PaidProviderHook", "hook_class_path", "provider_hook_class", "resolve_provider_hook"]
+__all__ = [
+    "PaidProviderHook",
+    "build_provider",
+    "construct_hook",
+    "hook_class_path",
+    "provider_hook_class",
+    "resolve_provider_hook",
+]
 
 _WHAT = "provider hook"
 
@@ -163,6 +170,40 @@ def resolve_provider_hook(conn_id: str, provider_hook: str | None = None) -> Pai
             f"({exc.reason}): pass provider_hook='package.module.Class' (a PaidProviderHook subclass)",
         ) from None
     return construct_hook(cls, conn_id)
+
+
+def build_provider(hook: PaidProviderHook) -> PaidProvider:
+    """``hook.get_provider()``, held to the port: anything that cannot be used is `InvalidConfiguration`.
+
+    Our errors keep their own policy and a missing Connection stays Airflow's (retryable, as for
+    every hook); any other exception out of ``get_provider`` (a broken SDK, a bug) and a result
+    that is not a `PaidProvider` fail the task without retry, before anything is sent.
+    """
+    try:
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # Airflow < 3.2
+        from airflow.exceptions import AirflowNotFoundException  # type: ignore[attr-defined,no-redef,unused-ignore]
+
+    from ..errors import IdempotentJobsError, InvalidConfiguration
+    from ..paid.provider import PaidProvider
+
+    what = hook_class_path(hook)
+    try:
+        provider = hook.get_provider()
+    except (IdempotentJobsError, AirflowNotFoundException):
+        raise
+    except Exception as exc:
+        raise InvalidConfiguration(
+            _WHAT, "provider_hook", f"{what}.get_provider() failed: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
+    if not isinstance(provider, PaidProvider):
+        raise InvalidConfiguration(
+            _WHAT,
+            "provider_hook",
+            f"{what}.get_provider() returned {type(provider).__name__}, which lacks the PaidProvider members "
+            "(capabilities, submit, status, find)",
+        )
+    return provider
 
 
 def _one_line(exc: BaseException) -> str:

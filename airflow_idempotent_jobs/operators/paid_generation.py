@@ -38,7 +38,12 @@ class PaidGenerationOperator(StoreOperator):
     over ``max_result_bytes``).
 
     :param episode_id: templated id of an existing episode.
-    :param provider_conn_id: an ``idempotent_jobs_http`` Connection (base URL, token, options).
+    :param provider_conn_id: the provider's Connection: of a type whose registered hook is a
+        `PaidProviderHook` (``idempotent_jobs_http``: base URL, token, options), or any type
+        (``http``, ``generic``, ...) with ``provider_hook``.
+    :param provider_hook: ``"package.module.Class"`` of a `PaidProviderHook` subclass that builds
+        the provider from ``provider_conn_id``; it wins over the connection's type. Resolved
+        after the episode is loaded; a path that cannot work fails the task without retry.
     :param request: templated JSON-like request sent to the provider.
     :param deferrable: hand polling to the triggerer instead of holding a worker slot.
     :param poll_timeout: seconds to wait for a terminal state (per try; a retry resumes polling).
@@ -60,6 +65,7 @@ class PaidGenerationOperator(StoreOperator):
         *,
         episode_id: str | None,
         provider_conn_id: str,
+        provider_hook: str | None = None,
         request: Mapping[str, Any] | None = None,
         store: str | None = None,
         store_conn_id: str | None = None,
@@ -76,6 +82,9 @@ class PaidGenerationOperator(StoreOperator):
         super().__init__(**kwargs)
         self.episode_id = episode_id
         self.provider_conn_id = provider_conn_id
+        self.provider_hook = provider_hook
+        #: The resolved hook's class path, for the trigger (set where the provider is built).
+        self._provider_hook_path: str | None = None
         self.request = request
         self.store = store
         self.store_conn_id = store_conn_id
@@ -109,33 +118,19 @@ class PaidGenerationOperator(StoreOperator):
             store.close()
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after the trigger: record its final status through the ledger."""
-        from ..episode import OmittedResult
-        from ..paid.provider import RemoteState, RemoteStatus
-        from ..paid.results import clean_text
+        """Resume after the trigger: record its final status through the ledger.
 
-        if not isinstance(event, Mapping) or event.get("status") not in ("terminal", "error"):
-            raise AirflowFailException(f"unexpected trigger event for {self.task_id}: {clean_text(repr(event))}")
+        An event that is not the trigger's fails without retry; an "error" event (the trigger
+        could not poll, e.g. the provider refused the token) is retried.
+        """
+        from ..paid.provider import decode_event
+
         self._validated_settings()
         eid = self._validated_episode_id()
-        if event.get("episode_id") != eid:
-            raise AirflowFailException(f"trigger event for episode {event.get('episode_id')!r:.80}, expected {eid}")
-        if event["status"] == "error":
-            # The trigger could not poll (for example the provider refused our token): retry.
-            message = self._redacted(str(event.get("message")))
-            raise RuntimeError(f"episode {eid}: polling in the triggerer failed: {message}")
         try:
-            omitted = event.get("result_omitted")
-            status = RemoteStatus(
-                state=RemoteState(event["state"]),
-                # The trigger sends a cost that JSON cannot hold (NaN, infinity) as text: the
-                # ledger records it as an anomaly, never as the cost.
-                cost=None if event.get("cost") is None else float(event["cost"]),
-                result=event.get("result") if omitted is None else OmittedResult.from_dict(omitted),
-                error=None if event.get("error") is None else self._redacted(str(event["error"])),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AirflowFailException(f"malformed trigger event for episode {eid}: {clean_text(repr(event))}") from exc
+            status = decode_event(event, eid, redact=self._redacted)
+        except ValueError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
         store = self._open_store()
         try:
             with task_errors():
@@ -196,10 +191,13 @@ class PaidGenerationOperator(StoreOperator):
             return self._ledger(store).preflight(eid, self._request())
 
     def _provider(self) -> PaidProvider:
-        from ..hooks.http_provider import HttpPaidProviderHook
+        """The provider the resolved hook builds (`resolve_provider_hook`): the first connection read."""
+        from ..hooks.paid_provider import build_provider, hook_class_path, resolve_provider_hook
 
-        with task_errors():  # a config no provider accepts (InvalidConfiguration) is final
-            return HttpPaidProviderHook(self.provider_conn_id).get_provider()
+        with task_errors():  # a hook or config that cannot work (InvalidConfiguration) is final
+            hook = resolve_provider_hook(self.provider_conn_id, self.provider_hook)
+            self._provider_hook_path = hook_class_path(hook)
+            return build_provider(hook)
 
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger
@@ -231,6 +229,7 @@ class PaidGenerationOperator(StoreOperator):
                 episode_id=episode.episode_id,
                 remote_ref=sub.remote_ref,
                 provider_conn_id=self.provider_conn_id,
+                provider_hook=self._provider_hook_path,
                 poll_initial_delay=self.poll_initial_delay,
                 poll_max_delay=self.poll_max_delay,
                 max_result_bytes=self.max_result_bytes,

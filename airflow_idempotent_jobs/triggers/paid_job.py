@@ -2,23 +2,33 @@
 
 It only reads (status calls); recording the outcome is the operator's ``execute_complete``,
 through the ledger. A trigger may run more than once, so it must have no side effects.
-Its event is a row in Airflow's database: the result in it is bounded (``max_result_bytes``, see
-`paid.results`), error texts are redacted by the provider and bounded, and a cost JSON cannot hold
-(NaN, infinity) travels as text for the ledger to record as an anomaly.
+The provider is re-created here from serialisable data: the hook's class path and the
+connection id (`hooks.paid_provider`), built with the hook's ``aget_provider``. A provider with
+an ``astatus`` coroutine is polled on the event loop; any other has its ``status`` run in a
+worker thread, so no provider blocks the loop.
+Its event (`paid.provider.encode_status_event`) is a row in Airflow's database: the result in it is
+bounded (``max_result_bytes``), error texts are redacted by the provider and bounded, and a cost
+JSON cannot hold (NaN, infinity) travels as text for the ledger to record as an anomaly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
+import inspect
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..paid.results import DEFAULT_RESULT_LIMIT
 
+if TYPE_CHECKING:
+    from ..paid.provider import PaidProvider, RemoteStatus
+
 __all__ = ["PaidJobTrigger"]
+
+#: What ``provider_hook=None`` means: the hook every trigger serialized before custom hooks used.
+DEFAULT_PROVIDER_HOOK = "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook"
 
 
 def _event(payload: dict[str, Any]) -> TriggerEvent:
@@ -26,7 +36,11 @@ def _event(payload: dict[str, Any]) -> TriggerEvent:
 
 
 class PaidJobTrigger(BaseTrigger):
-    """Yields one event: ``{"status": "terminal", state, cost, result, error, ...}`` or ``{"status": "error"}``."""
+    """Yields one event: ``{"status": "terminal", state, cost, result, error, ...}`` or ``{"status": "error"}``.
+
+    ``provider_hook``: class path of the `PaidProviderHook` that builds the provider from
+    ``provider_conn_id``; None is the HTTP provider's hook.
+    """
 
     def __init__(
         self,
@@ -34,6 +48,7 @@ class PaidJobTrigger(BaseTrigger):
         episode_id: str,
         remote_ref: str,
         provider_conn_id: str,
+        provider_hook: str | None = None,
         poll_initial_delay: float = 1.0,
         poll_max_delay: float = 30.0,
         max_result_bytes: int = DEFAULT_RESULT_LIMIT,
@@ -46,6 +61,8 @@ class PaidJobTrigger(BaseTrigger):
             raise ValueError("remote_ref must be a non-empty string")
         if not provider_conn_id:
             raise ValueError("provider_conn_id must be given")
+        if provider_hook is not None and not (isinstance(provider_hook, str) and "." in provider_hook):
+            raise ValueError("provider_hook must be a 'package.module.Class' path or None")
         if poll_initial_delay < 0 or poll_max_delay < 0:
             raise ValueError("poll delays must not be negative")
         if type(max_result_bytes) is not int or max_result_bytes < 0:
@@ -53,6 +70,7 @@ class PaidJobTrigger(BaseTrigger):
         self.max_result_bytes = max_result_bytes
         self.remote_ref = remote_ref
         self.provider_conn_id = provider_conn_id
+        self.provider_hook = provider_hook
         self.poll_initial_delay = float(poll_initial_delay)
         self.poll_max_delay = float(poll_max_delay)
 
@@ -64,58 +82,66 @@ class PaidJobTrigger(BaseTrigger):
             "poll_initial_delay": self.poll_initial_delay,
             "poll_max_delay": self.poll_max_delay,
         }
-        # Written only when not the default: the kwargs of a trigger serialized before this option
-        # existed are then exactly those of one made now.
+        # Options written only when set: the kwargs of a trigger serialized before they existed
+        # are then exactly those of one made now.
+        if self.provider_hook is not None:
+            kwargs["provider_hook"] = self.provider_hook
         if self.max_result_bytes != DEFAULT_RESULT_LIMIT:
             kwargs["max_result_bytes"] = self.max_result_bytes
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from ..hooks.http_provider import HttpPaidProviderHook
-        from ..paid.provider import ProviderOutcomeUnknown, ProviderUnavailable
-        from ..paid.results import bound_result, clean_text, redactor
+        from ..paid.backoff import doubling
+        from ..paid.provider import (
+            ProviderOutcomeUnknown,
+            ProviderUnavailable,
+            encode_error_event,
+            encode_status_event,
+        )
+        from ..paid.results import clean_text, redactor
 
-        base = {"episode_id": self.episode_id, "remote_ref": self.remote_ref}
         try:
-            provider = await HttpPaidProviderHook(self.provider_conn_id).aget_provider()
+            provider = await self._provider()
         except Exception as exc:
-            yield _event({**base, "status": "error", "message": clean_text(f"cannot build the provider: {exc}")})
+            message = clean_text(f"cannot build the provider: {exc}")
+            yield _event(encode_error_event(self.episode_id, self.remote_ref, message))
             return
         redact = redactor(provider)
-        delay = self.poll_initial_delay
+        delays = doubling(self.poll_initial_delay, self.poll_max_delay)
         while True:
             try:
-                status = await provider.astatus(self.remote_ref)
+                status = await self._status(provider)
             except (ProviderUnavailable, ProviderOutcomeUnknown) as exc:
                 # A status call is read-only: a lost answer is simply asked again.
                 reason = clean_text(str(exc), redact)
                 self.log.warning("Episode %s: status of %s not known yet: %s", self.episode_id, self.remote_ref, reason)
             except Exception as exc:
                 message = clean_text(f"{type(exc).__name__}: {exc}", redact)
-                yield _event({**base, "status": "error", "message": message})
+                yield _event(encode_error_event(self.episode_id, self.remote_ref, message))
                 return
             else:
                 if status.state.terminal:
-                    bounded = bound_result(status.result, self.max_result_bytes)
-                    payload = {
-                        **base,
-                        "status": "terminal",
-                        "state": status.state.value,
-                        "cost": _event_cost(status.cost),
-                        "result": bounded.value,
-                        "error": None if status.error is None else clean_text(status.error, redact),
-                    }
-                    if bounded.omitted is not None:
-                        payload["result_omitted"] = bounded.omitted.to_dict()
-                    yield _event(payload)
+                    yield _event(
+                        encode_status_event(
+                            self.episode_id, self.remote_ref, status, result_limit=self.max_result_bytes, redact=redact
+                        )
+                    )
                     return
                 self.log.info("Episode %s: remote job %s is %s", self.episode_id, self.remote_ref, status.state.value)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2 if delay > 0 else 0.01, self.poll_max_delay)
+            await asyncio.sleep(next(delays))
 
+    async def _provider(self) -> PaidProvider:
+        """The hook named by class path, re-created from the connection id, builds the provider."""
+        from ..hooks.paid_provider import construct_hook, provider_hook_class
 
-def _event_cost(cost: float | None) -> float | str | None:
-    """The cost as JSON can hold it: NaN and infinities as text (``float()`` reads them back)."""
-    if cost is None or (isinstance(cost, (int, float)) and math.isfinite(cost)):
-        return cost
-    return repr(cost)
+        # Importing the hook's module reads files: off the event loop.
+        cls = await asyncio.to_thread(provider_hook_class, self.provider_hook or DEFAULT_PROVIDER_HOOK)
+        return await construct_hook(cls, self.provider_conn_id).aget_provider()
+
+    async def _status(self, provider: PaidProvider) -> RemoteStatus:
+        """``astatus`` on the loop when the provider has it; else ``status`` in a worker thread."""
+        astatus = getattr(provider, "astatus", None)
+        if astatus is not None and inspect.iscoroutinefunction(astatus):
+            status: RemoteStatus = await astatus(self.remote_ref)
+            return status
+        return await asyncio.to_thread(provider.status, self.remote_ref)

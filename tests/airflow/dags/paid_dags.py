@@ -127,3 +127,53 @@ with DAG("ij_paid_bad_amounts", **manual_dag(retries=3)):
             store=store_for("ij_paid_bad_amounts"),
             **amounts,  # type: ignore[arg-type]
         )
+
+# -- custom providers: a PaidProviderHook named by provider_hook= on plain `http` connections -------
+#: Hooks of tests/airflow/test_custom_provider_hook.py; DAG files only name them (the operator imports).
+HOOKS = "tests.airflow.test_custom_provider_hook"
+
+# The custom provider (its own client, capability (b): lookup) through provider_hook=, polled by the
+# worker or by the trigger (the provider has no astatus: its status runs in a thread). The scenario
+# makes the server lose the first submit answer: try 1 fails, try 2 finds the job by its token.
+for dag_id, deferrable in (("ij_custom_worker", False), ("ij_custom_deferred", True)):
+    with DAG(dag_id, **manual_dag(retries=2)):
+
+        @task(task_id="report")
+        def report_custom(**context: Any) -> None:
+            report_paid(context, "generate")
+
+        (
+            AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
+            >> CrashingPaidGeneration(
+                task_id="generate",
+                episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+                provider_conn_id="ij_jobs",
+                provider_hook=f"{HOOKS}.JobClientHook",
+                request={"prompt": "custom teaser for {{ ti.xcom_pull(task_ids='allocate') }}", "units": 2},
+                store=store_for(dag_id),
+                deferrable=deferrable,
+                **FAST_POLL,
+            )
+            >> report_custom()
+        )
+
+# A provider_hook (or a connection type) that cannot work fails on try 1 of 4, after the episode is
+# loaded; each task names its own connection, so the secrets backend's log shows which read one.
+with DAG("ij_custom_bad_hooks", **manual_dag(retries=3)):
+    allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_custom_bad_hooks"))
+    for task_id, episode_id, conn_id, hook in (
+        ("not_importable", None, "ij_jobs_a", "tests.airflow.no_such_module.Hook"),
+        ("not_a_hook", None, "ij_jobs_b", "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook"),
+        ("get_provider_raises", None, "ij_jobs_broken", f"{HOOKS}.BrokenHook"),
+        ("untyped_connection", None, "ij_jobs_untyped", None),
+        ("unknown_episode", "2026-W32-99", "ij_jobs_c", f"{HOOKS}.BrokenHook"),
+    ):
+        allocate >> CrashingPaidGeneration(
+            task_id=task_id,
+            episode_id=episode_id or "{{ ti.xcom_pull(task_ids='allocate') }}",
+            provider_conn_id=conn_id,
+            provider_hook=hook,
+            request={"prompt": "never sent"},
+            store=store_for("ij_custom_bad_hooks"),
+            **FAST_POLL,
+        )
