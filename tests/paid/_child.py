@@ -1,8 +1,11 @@
 """One paid step in its own process, killed (SIGKILL, by itself) at an exact point if asked.
 
 Usage: ``python _child.py '{"store": ..., "episode": ..., "config": {...}, "kill": POINT, "poll": bool}'``,
-credential in ``$PAID_TEST_AUTH``. Kill points wrap the real objects of this process only:
+credential in ``$PAID_TEST_AUTH``: the HTTP provider. With ``"adapter": {"kind": "prediction" | "batch",
+"base_url": ..., "lookup": bool}`` instead of ``config``: that example adapter, its API token in
+``$PAID_TEST_TOKEN``. Kill points wrap the real objects of this process only:
 ``before_intent`` (the store's first write), ``after_intent`` (entering ``provider.submit``),
+``between_calls`` (the batch adapter: its upload returned, entering the paid batch call),
 ``after_answer`` (``provider.submit`` returned, nothing saved yet), ``after_saved`` (after
 ``ledger.submit`` returned). Prints the final submission as one JSON line.
 Exit codes: 0 ok, 3 SubmissionStateUnknown, 75 SubmissionInProgress.
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_idempotent_jobs import SubmissionStateUnknown, open_store
-from airflow_idempotent_jobs.paid import SubmissionInProgress, SubmissionLedger, wait_for_terminal
+from airflow_idempotent_jobs.paid import PaidProvider, SubmissionInProgress, SubmissionLedger, wait_for_terminal
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider, HttpProviderConfig
 
 
@@ -28,15 +31,29 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main() -> int:
-    spec = json.loads(sys.argv[1])
+def build_provider(spec: dict[str, Any]) -> PaidProvider:
+    adapter = spec.get("adapter")
+    if adapter is None:
+        return HttpPaidProvider(
+            HttpProviderConfig.from_dict(spec["config"]),
+            auth_header="Authorization",
+            auth_value=os.environ["PAID_TEST_AUTH"],
+        )
+    from example_adapters.batch_style import BatchStyleProvider
+    from example_adapters.prediction_style import PredictionStyleProvider
+
+    args = (adapter["base_url"], os.environ["PAID_TEST_TOKEN"])
+    options: dict[str, Any] = {"lookup": adapter["lookup"], "read_timeout": 10.0, "backoff_initial": 0.05}
+    if adapter["kind"] == "batch":
+        return BatchStyleProvider(*args, **options)
+    return PredictionStyleProvider(*args, **options)
+
+
+def main(spec_text: str) -> int:
+    spec = json.loads(spec_text)
     kill = spec.get("kill")
     store = open_store(spec["store"])
-    provider = HttpPaidProvider(
-        HttpProviderConfig.from_dict(spec["config"]),
-        auth_header="Authorization",
-        auth_value=os.environ["PAID_TEST_AUTH"],
-    )
+    provider = build_provider(spec)
     if kill == "before_intent":
         real_update = store.update_in_week
 
@@ -55,7 +72,14 @@ def main() -> int:
             die()
             return ref
 
-        provider.submit = submit  # type: ignore[method-assign,assignment]
+        setattr(provider, "submit", submit)  # noqa: B010 (the port is a Protocol: no method to assign)
+    if kill == "between_calls":
+
+        def create_batch(*args: Any) -> str:
+            die()
+            return ""
+
+        setattr(provider, "create_batch", create_batch)  # noqa: B010 (only the batch adapter has it)
     if spec.get("barrier"):
         barrier = Path(spec["barrier"])
         deadline = time.monotonic() + 30
@@ -83,5 +107,65 @@ def main() -> int:
     return 0
 
 
+def zygote() -> int:
+    """``_child.py --zygote``: fork one paid step per request line on stdin, with its modules imported once.
+
+    Interpreter start-up and imports are most of a child's time; a fork of this process is a new
+    OS process all the same (its own pid, claim and store handle; SIGKILL is as real), started in
+    milliseconds. Request: ``{"id", "spec", "env", "out", "err"}`` (the spec as `main` takes it, the
+    child's stdout and stderr files). Reports, one JSON line each on stdout: ``{"id", "pid"}`` once
+    forked, ``{"pid", "code"}`` once reaped (``code`` negative for a signal, as in subprocess).
+    Single-threaded on purpose: a fork must never copy a lock another thread holds.
+    """
+    import select
+
+    import example_adapters.batch_style
+    import example_adapters.prediction_style  # noqa: F401 (imported once, for every fork)
+
+    pending = b""
+    children = 0
+    stdin_open = True
+    while stdin_open or children:
+        ready, _, _ = select.select([0] if stdin_open else [], [], [], 0.005)
+        if ready:
+            chunk = os.read(0, 1 << 16)
+            stdin_open = bool(chunk)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    _forked(request)
+                children += 1
+                os.write(1, (json.dumps({"id": request["id"], "pid": pid}) + "\n").encode())
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children -= 1
+            os.write(1, (json.dumps({"pid": pid, "code": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+    return 0
+
+
+def _forked(request: dict[str, Any]) -> None:
+    """In the forked child: its own stdin, stdout, stderr and environment, then `main`; never returns."""
+    code = 70
+    try:
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for fd, path in ((1, request["out"]), (2, request["err"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        os.environ.update(request["env"])
+        code = main(request["spec"])
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(zygote() if sys.argv[1:] == ["--zygote"] else main(sys.argv[1]))

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import ProviderServer
 
 CHILD = Path(__file__).with_name("_child.py")
+REPO = Path(__file__).resolve().parents[2]
 #: Exit codes of `_child.py`.
 CHILD_OK, CHILD_UNKNOWN, CHILD_IN_PROGRESS = 0, 3, 75
 PROCESS_TIMEOUT = 60.0
@@ -65,9 +67,10 @@ def start_child(server: ProviderServer, store_path: Path, episode_id: str, **opt
     )
 
 
-def finish(process: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
+def finish(process: subprocess.Popen[str] | ForkedChild) -> tuple[int, dict[str, Any], str]:
     out, err = process.communicate(timeout=PROCESS_TIMEOUT)
     line = out.strip().splitlines()[-1] if out.strip() else "{}"
+    assert process.returncode is not None
     return process.returncode, json.loads(line), err
 
 
@@ -89,3 +92,113 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 def jobs_for(server: ProviderServer, token: str) -> list[str]:
     return sorted(job["id"] for job in server.stats()["jobs"].values() if job["token"] == token)
+
+
+def start_adapter_child(
+    api: Any, kind: str, store_path: Path, episode_id: str, *, lookup: bool, **options: Any
+) -> subprocess.Popen[str]:
+    """`start_child` for an example adapter (``kind``: prediction or batch) against ``api`` (its local server)."""
+    spec = {
+        "store": str(store_path),
+        "episode": episode_id,
+        "adapter": {"kind": kind, "base_url": api.url, "lookup": lookup},
+        **options,
+    }
+    env = {k: v for k, v in os.environ.items() if k != "IDEMPOTENT_JOBS_STORE"}
+    env["PAID_TEST_TOKEN"] = api.auth_token
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # example_adapters
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+class ForkedChild:
+    """A paid step forked by `Zygote`: the parts of ``subprocess.Popen`` that `finish` and the tests use."""
+
+    def __init__(self, zygote: Zygote, request_id: int, out: Path, err: Path) -> None:
+        self._zygote, self._id, self._out, self._err = zygote, request_id, out, err
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._zygote.wait_for(("pid", self._id))
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.returncode = self._zygote.wait_for(("code", self.pid), timeout or PROCESS_TIMEOUT)
+        return self._out.read_text(), self._err.read_text()
+
+
+class Zygote:
+    """``_child.py --zygote``: one interpreter that imported everything forks each paid step (see its docstring).
+
+    ``with Zygote(tmp) as z: z.start(spec, env)`` gives a `ForkedChild`; ``z.start_child(...)`` and
+    ``z.start_adapter_child(...)`` take the arguments of `start_child` / `start_adapter_child`.
+    """
+
+    def __init__(self, work: Path) -> None:
+        self._work = work
+        env = {k: v for k, v in os.environ.items() if k != "IDEMPOTENT_JOBS_STORE"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        self._proc = subprocess.Popen(
+            [sys.executable, str(CHILD), "--zygote"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        self._reports: dict[tuple[str, int], int] = {}
+        self._changed = threading.Condition()
+        self._next = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            report = json.loads(line)
+            key = ("pid", report["id"]) if "id" in report else ("code", report["pid"])
+            with self._changed:
+                self._reports[key] = report["pid"] if "id" in report else report["code"]
+                self._changed.notify_all()
+
+    def wait_for(self, key: tuple[str, int], timeout: float = PROCESS_TIMEOUT) -> int:
+        with self._changed:
+            if not self._changed.wait_for(lambda: key in self._reports, timeout):
+                raise AssertionError(f"the zygote never reported {key} within {timeout}s")
+            return self._reports[key]
+
+    def start(self, spec: dict[str, Any], env: dict[str, str]) -> ForkedChild:
+        self._next += 1
+        out, err = self._work / f"child-{self._next}.out", self._work / f"child-{self._next}.err"
+        request = {"id": self._next, "spec": json.dumps(spec), "env": env, "out": str(out), "err": str(err)}
+        assert self._proc.stdin is not None
+        self._proc.stdin.write((json.dumps(request) + "\n").encode())
+        self._proc.stdin.flush()
+        return ForkedChild(self, self._next, out, err)
+
+    def start_child(self, server: ProviderServer, store_path: Path, episode_id: str, **options: Any) -> ForkedChild:
+        spec = {"store": str(store_path), "episode": episode_id, "config": server.provider_config().to_dict()}
+        return self.start({**spec, **options}, {"PAID_TEST_AUTH": server.auth_value})
+
+    def start_adapter_child(
+        self, api: Any, kind: str, store_path: Path, episode_id: str, *, lookup: bool, **options: Any
+    ) -> ForkedChild:
+        adapter = {"kind": kind, "base_url": api.url, "lookup": lookup}
+        spec = {"store": str(store_path), "episode": episode_id, "adapter": adapter}
+        return self.start({**spec, **options}, {"PAID_TEST_TOKEN": api.auth_token})
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()  # the zygote reaps its children and exits
+        try:
+            self._proc.wait(timeout=PROCESS_TIMEOUT)
+        finally:
+            if self._proc.poll() is None:
+                self._proc.kill()
+        self._reader.join(timeout=10)

@@ -1,0 +1,217 @@
+"""A local API shaped like the batch style of hosted-model APIs: two calls per job, a free upload and a paid batch.
+
+Runnable (``python -m example_adapters.batch_api --port 0 --token SECRET`` prints its URL) and
+importable (`BatchApi`, a context manager running in a thread). Every call needs
+``Authorization: Bearer <token>``; errors are ``{"error": {"message", "type"}}``::
+
+    POST /v1/files                {"purpose": "batch", "filename", "content": {...}}   (free)
+                                  -> 200 {"id": "file-...", "object": "file", "bytes", "filename"}
+    GET  /v1/files/{id}/content   the file's content (a batch's output file holds its result)
+    POST /v1/batches              {"input_file_id", "endpoint", "completion_window", "metadata": {...}}  (paid)
+                                  -> 200 {"id": "batch_...", "status": "validating", ...}; 404 for an unknown file
+    GET  /v1/batches/{id}         {"id", "status", "metadata", "output_file_id", "errors", "usage": {"cost"}}
+                                  status: validating -> in_progress -> completed | failed
+    GET  /v1/batches?metadata.token=T
+                                  {"object": "list", "data": [batches whose metadata matches], "has_more": false};
+                                  an empty list means no batch carries T. 501 when listing is switched off.
+
+The cost is ``price * content.units`` (default 1); ``"fail": true`` in the content makes the batch
+fail, an empty ``prompt`` is refused with 400 at creation. ``fault`` applies to batch creation and
+``upload_fault`` (with ``upload_fault_times``) to uploads, each drawn as in
+`example_adapters._api_server`. Counters: ``uploads`` and ``files_per_name`` (files by filename),
+``accepted`` and ``batches_per_token`` (batches by ``metadata.token``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._api_server import (
+    REFUSALS,
+    Answer,
+    ApiConfig,
+    ApiServer,
+    Progress,
+    bump,
+    common_config,
+    public,
+    serve_main,
+    take_fault,
+)
+
+__all__ = ["BatchApi", "BatchConfig", "main"]
+
+PROGRESS = Progress(queued="validating", running="in_progress", done="completed", failed="failed")
+
+
+@dataclass
+class BatchConfig(ApiConfig):
+    #: Fault for the next ``upload_fault_times`` uploads (-1: all of them).
+    upload_fault: str | None = None
+    upload_fault_times: int = 1
+
+
+class BatchApi(ApiServer):
+    """The batch-style API; ``accepted(token)`` and ``jobs_for(token)`` count its batches."""
+
+    config_class = BatchConfig
+    config: BatchConfig
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.files: dict[str, dict[str, Any]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.counters.update(uploads=0, files_per_name={}, submissions=0, accepted=0, batches_per_token={})
+
+    def error(self, code: int, message: str) -> Answer:
+        kind = "server_error" if code >= 500 else "invalid_request_error"
+        return Answer(code, {"error": {"message": message, "type": kind}})
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            **super().snapshot(),
+            "jobs": {batch_id: public(batch) for batch_id, batch in self.batches.items()},
+            "files": {file_id: public(f) for file_id, f in self.files.items() if f["purpose"] == "batch"},
+        }
+
+    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
+        if (method, path) == ("POST", "/v1/files"):
+            return self._upload(body)
+        if method == "GET" and path.startswith("/v1/files/") and path.endswith("/content"):
+            return self._content(path[len("/v1/files/") : -len("/content")])
+        if (method, path) == ("POST", "/v1/batches"):
+            return self._create(body)
+        if (method, path) == ("GET", "/v1/batches"):
+            return self._list(query)
+        if method == "GET" and path.startswith("/v1/batches/"):
+            return self._get(path[len("/v1/batches/") :])
+        return self.error(404, f"no route {method} {path}")
+
+    # -- files -----------------------------------------------------------------------------------
+    def _upload(self, body: Any) -> Answer:
+        self.counters["uploads"] += 1
+        fault = take_fault(self.config, "upload_fault")
+        code = REFUSALS.get(fault or "")
+        if code is not None:
+            return self.error(code, f"upload refused before anything was stored (HTTP {code})")
+        if not isinstance(body, dict) or body.get("purpose") != "batch" or not isinstance(body.get("content"), dict):
+            return self.error(400, "a file needs purpose 'batch' and an object as content")
+        name = body.get("filename")
+        if not isinstance(name, str) or not name:
+            return self.error(400, "filename: must be a non-empty string")
+        file_id = "file-" + uuid.uuid4().hex[:20]
+        size = len(json.dumps(body["content"]).encode())
+        self.files[file_id] = {"id": file_id, "object": "file", "bytes": size, "filename": name, "purpose": "batch"}
+        self.files[file_id]["_content"] = body["content"]
+        bump(self.counters["files_per_name"], name)
+        return Answer(200, public(self.files[file_id]), fault=fault)
+
+    def _content(self, file_id: str) -> Answer:
+        found = self.files.get(file_id)
+        if found is None:
+            return self.error(404, f"no such file {file_id}")
+        return Answer(200, found["_content"])
+
+    # -- batches ---------------------------------------------------------------------------------
+    def _create(self, body: Any) -> Answer:
+        self.counters["submissions"] += 1
+        fault = take_fault(self.config)
+        code = REFUSALS.get(fault or "")
+        if code is not None:
+            return self.error(code, f"refused before anything was created (HTTP {code})")
+        if not isinstance(body, dict):
+            return self.error(400, "the body must be an object")
+        source = self.files.get(str(body.get("input_file_id")))
+        if source is None or source["purpose"] != "batch":
+            return self.error(404, f"no batch input file {body.get('input_file_id')!r}")
+        metadata = body.get("metadata", {})
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            return self.error(400, "metadata: must map names to strings")
+        if source["_content"].get("prompt") == "":
+            return self.error(400, "the input's prompt must not be empty")
+        batch_id = "batch_" + uuid.uuid4().hex[:20]
+        self.batches[batch_id] = {
+            "id": batch_id,
+            "object": "batch",
+            "status": PROGRESS.queued,
+            "input_file_id": source["id"],
+            "endpoint": body.get("endpoint"),
+            "metadata": metadata,
+            "output_file_id": None,
+            "errors": None,
+            "usage": {},
+            "_polls": 0,
+            "_started": time.monotonic(),
+        }
+        self.counters["accepted"] += 1
+        bump(self.counters["batches_per_token"], metadata.get("token"))
+        return Answer(200, public(self.batches[batch_id]), fault=fault)
+
+    def _get(self, batch_id: str) -> Answer:
+        self.counters["status_calls"] += 1
+        if self.config.status_errors:
+            code = self.config.status_errors.pop(0)
+            return self.error(code, f"status refused with HTTP {code}")
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return self.error(404, f"no such batch {batch_id}")
+        content = self.files[batch["input_file_id"]]["_content"]
+        if PROGRESS.advance(batch, self.config, content.get("units", 1), bool(content.get("fail"))):
+            batch["usage"] = {"cost": batch.pop("_cost")}
+            if batch["status"] == PROGRESS.failed:
+                batch["errors"] = {"data": [{"code": "generation_failed", "message": "the model failed on this input"}]}
+            else:
+                out_id = "file-" + uuid.uuid4().hex[:20]
+                result = {"url": f"https://media.invalid/{batch_id}.mp4"}
+                self.files[out_id] = {"id": out_id, "object": "file", "purpose": "batch_output", "_content": result}
+                batch["output_file_id"] = out_id
+        return Answer(200, public(batch))
+
+    def _list(self, query: dict[str, list[str]]) -> Answer:
+        self.counters["lookup_calls"] += 1
+        if self.config.lookup_errors:
+            code = self.config.lookup_errors.pop(0)
+            return self.error(code, f"listing refused with HTTP {code}")
+        if not self.config.lookup:
+            return self.error(501, "listing batches by metadata is not offered")
+        wanted = {key[len("metadata.") :]: values[-1] for key, values in query.items() if key.startswith("metadata.")}
+        found = [
+            public(batch)
+            for batch in reversed(self.batches.values())  # newest first
+            if self.config.ignore_filter or all(batch["metadata"].get(k) == v for k, v in wanted.items())
+        ]
+        return Answer(200, {"object": "list", "data": found, "has_more": False})
+
+    # -- for tests -------------------------------------------------------------------------------
+    def accepted(self, token: str | None = None) -> int:
+        """Batches (the paid jobs) created, in all or for one ``metadata.token``."""
+        with self.lock:
+            if token is None:
+                return int(self.counters["accepted"])
+            return int(self.counters["batches_per_token"].get(token, 0))
+
+    def jobs_for(self, token: str) -> list[str]:
+        with self.lock:
+            return sorted(b_id for b_id, b in self.batches.items() if b["metadata"].get("token") == token)
+
+    def uploads_named(self, filename: str) -> int:
+        with self.lock:
+            return int(self.counters["files_per_name"].get(filename, 0))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def factory(args: argparse.Namespace) -> ApiServer:
+        return BatchApi(auth_token=args.token, host=args.host, port=args.port, **common_config(args))
+
+    return serve_main("python -m example_adapters.batch_api", __doc__, factory, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
