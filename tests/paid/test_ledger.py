@@ -339,3 +339,26 @@ def test_an_unsent_retry_keeps_the_earlier_uncertainty(file_store: EpisodeStore)
     sub = file_store.get(eid).submission
     assert (sub.state, sub.attempts) == (SubmissionState.UNKNOWN, 2)
     assert [entry["to"] for entry in sub.history] == ["submitting", "unknown", "submitting", "unknown"]
+
+
+# -- the one backoff (HTTP connect retries, the blocking poll, the trigger) -------------------------
+def test_the_backoff_doubles_up_to_its_ceiling_and_never_spins_at_zero() -> None:
+    from itertools import islice
+
+    from airflow_idempotent_jobs.paid.backoff import doubling
+
+    assert list(islice(doubling(0.5, 3.0), 6)) == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]
+    assert list(islice(doubling(0.0, 1.0), 4)) == [0.0, 0.01, 0.02, 0.04]
+    assert list(islice(doubling(0.0, 0.0), 3)) == [0.0, 0.0, 0.0]
+    assert list(islice(doubling(-1.0, 5.0), 2)) == [0.0, 0.01]
+
+
+def test_the_blocking_poll_sleeps_by_the_backoff(file_store: EpisodeStore, server: ProviderServer) -> None:
+    server.configure(polls_to_finish=5)
+    eid = file_store.allocate("2026-W32", "poll-backoff").episode_id
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    ledger.submit(eid, provider, {"prompt": "p"})
+    slept: list[float] = []
+    done = wait_for_terminal(ledger, eid, provider, timeout=60, initial_delay=0.25, max_delay=0.6, sleep=slept.append)
+    assert done.submission.state is SubmissionState.SUCCEEDED
+    assert slept == [0.25, 0.5, 0.6, 0.6]
