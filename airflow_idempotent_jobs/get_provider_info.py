@@ -53,6 +53,12 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_idempotent_jobs.triggers.paid_job"],
             }
         ],
+        # Read by Airflow's providers manager as name + "class-name" (the schema's items say "path",
+        # but they are not checked and the loader reads "class-name"): ``@task.<name>``.
+        "task-decorators": [
+            {"name": "paid_generation", "class-name": "airflow_idempotent_jobs.decorators.paid_generation_task"},
+            {"name": "episode", "class-name": "airflow_idempotent_jobs.decorators.episode_task"},
+        ],
         "connection-types": [
             {
                 "connection-type": "idempotent_jobs_store",

@@ -7,6 +7,8 @@ import importlib
 import importlib.metadata
 import importlib.resources
 import json
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]  # no stubs; ships with Airflow
@@ -68,6 +70,39 @@ def test_airflow_cli_lists_the_provider(airflow_home: AirflowHome) -> None:
         "idempotent_jobs_store",
         "idempotent_jobs_http",
     }
+    assert {d["name"]: d["class-name"] for d in listed["task-decorators"]} == TASK_DECORATORS
+
+
+#: ``@task.<name>`` and the factory Airflow imports for it.
+TASK_DECORATORS = {
+    "paid_generation": "airflow_idempotent_jobs.decorators.paid_generation_task",
+    "episode": "airflow_idempotent_jobs.decorators.episode_task",
+}
+
+
+def test_task_decorators_are_declared_the_way_airflow_reads_them() -> None:
+    """The providers manager reads ``name`` and ``class-name`` (the schema's items are not checked)."""
+    declared = get_provider_info()["task-decorators"]
+    assert {d["name"]: d["class-name"] for d in declared} == TASK_DECORATORS
+    for entry in declared:
+        assert set(entry) == {"name", "class-name"}
+        module, _, name = entry["class-name"].rpartition(".")
+        assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_airflow_resolves_task_paid_generation_and_task_episode(airflow_home: AirflowHome) -> None:
+    """``from airflow.sdk import task`` then ``task.paid_generation``: what a DAG file does, in a fresh process."""
+    code = (
+        "import json\n"
+        "from airflow.sdk import task\n"
+        "print(json.dumps({n: f'{getattr(task, n).__module__}.{getattr(task, n).__name__}' for n in "
+        f"{sorted(TASK_DECORATORS)!r}}}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=airflow_home.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == TASK_DECORATORS
 
 
 def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHome) -> None:
