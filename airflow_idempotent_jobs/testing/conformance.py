@@ -1,0 +1,86 @@
+"""The conformance kit: run a `PaidProvider` adapter through the faults that decide whether it pays twice.
+
+The ledger's promise rests on each adapter telling failures apart honestly (`paid.provider`):
+refused means nothing was created, outcome unknown means a job may exist, unavailable means the
+request certainly never left. `check_adapter` starts a `FaultProxy` on 127.0.0.1 in front of the
+API, builds the adapter for the proxy's URL with the caller's ``factory`` and, one fault at a time,
+checks:
+
+* ``submit``, on the paid request: a connection closed or reset after the API got it, an answer
+  held past the read timeout, 5xx, 408 and 409 after the API got it must be
+  `ProviderOutcomeUnknown`; 429 `ProviderUnavailable`; another 4xx `ProviderRejected`;
+* ``submit``, on each free request before it (an upload): nothing paid was sent, so
+  `ProviderUnavailable` (or `ProviderRejected` for a 4xx), or a recovered job;
+* ``status``: three calls in a row agree and create nothing; under a fault it raises "try again"
+  (`ProviderUnavailable`/`ProviderOutcomeUnknown`) or, for a 4xx, a `ProviderError`, and never
+  turns a fault into a job state;
+* ``find`` (when the adapter declares lookup): None for a token never used, the job of a lost
+  submit for its token, and never None under a fault;
+* resubmitting a lost submit's token returns its job (when the adapter declares idempotent tokens);
+* a refused connection: ``submit`` `ProviderUnavailable`, ``status`` and ``find`` "try again".
+
+Every claim is also checked against what the proxy saw: `ProviderUnavailable` after the API got
+the paid call, `ProviderRejected` after it created the job, or a second paid call without
+idempotent tokens is reported as UNSAFE. Importable without Airflow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..paid.provider import PaidProvider
+from ._checks import Kit
+from ._plan import FaultPlan, PaidRoutes
+from ._report import CheckResult, ConformanceReport
+from .fault_proxy import Fault, FaultProxy
+
+__all__ = ["CheckResult", "ConformanceReport", "Fault", "FaultPlan", "assert_conformant", "check_adapter"]
+
+
+def check_adapter(
+    factory: Callable[[str], PaidProvider],
+    *,
+    api_url: str,
+    request: Mapping[str, Any],
+    paid: Sequence[str] | None = None,
+    plan: FaultPlan | None = None,
+    hold_seconds: float = 5.0,
+    call_timeout: float = 60.0,
+) -> ConformanceReport:
+    """Run the adapter ``factory(base_url)`` builds through every fault; the report says what passed.
+
+    ``api_url``: where the API really is (a local server shaped like it, or a sandbox); the kit
+    gives ``factory`` its own URL instead, with the same path prefix, and builds a fresh adapter
+    per check. ``request``: a sample request the API accepts (every check submits it, with a new
+    token each time, so it creates a few jobs). ``paid``: the requests that create a billable job,
+    as ``"METHOD /path"`` (``*`` matches anything); default: every request of ``submit`` that is
+    not a GET, HEAD or OPTIONS, so name it when ``submit`` makes more than one such call (an
+    upload, then the paid call). ``plan``: the faults, with your API's own error bodies if it
+    needs them. ``hold_seconds``: how long a held answer is withheld; the adapter's read timeout
+    must be shorter. ``call_timeout``: how long one call may take before the check fails.
+    """
+    routes = PaidRoutes.parse(paid)
+    started = time.monotonic()
+    with FaultProxy(api_url, hold_seconds=hold_seconds) as proxy:
+        kit = Kit(factory, proxy, request, routes, plan or FaultPlan(), call_timeout)
+        kit.run()
+    return ConformanceReport(
+        adapter=kit.adapter_name,
+        api_url=api_url,
+        paid=routes.describe(),
+        checks=tuple(kit.results),
+        seconds=time.monotonic() - started,
+    )
+
+
+def assert_conformant(
+    factory: Callable[[str], PaidProvider],
+    **options: Any,
+) -> ConformanceReport:
+    """`check_adapter`, raising `AssertionError` with the whole report when a check failed (for pytest)."""
+    report = check_adapter(factory, **options)
+    if not report.ok:
+        raise AssertionError(str(report))
+    return report
