@@ -239,6 +239,26 @@ def test_episode_step_fails_without_retry_before_the_function_or_any_connection(
 
 
 # -- the example DAGs -----------------------------------------------------------------------------
+def test_taskflow_example_as_shipped_allocates_pays_once_and_publishes(taskflow_runs: dict[str, Any]) -> None:
+    result = scenario(taskflow_runs, "example_taskflow_as_shipped")
+    run = result["run"]
+    assert run["state"] == "success"
+    assert [ti(run, t)["try_number"] for t in ("allocate", "topic", "generate", "publish")] == [1] * 4
+    (episode,) = result["store"]  # 2026-09-21 06:00 Berlin is in 2026-W39
+    assert episode["episode_id"] == "2026-W39-0"
+    sub = episode["submission"]
+    assert (sub["state"], sub["cost"]) == ("succeeded", 2.5)
+    assert paid_once(result, episode)["request"] == {"prompt": "the week in review (2026-W39-0)", "units": 2}
+    assert set(result["xcoms"]["generate"]) == PAID_XCOM_KEYS
+    assert result["xcoms"]["publish"]["return_value"] == {
+        "episode": "2026-W39-0",
+        "week": "2026-W39",
+        "media": f"https://media.invalid/{sub['remote_ref']}.mp4",
+        "cost": 2.5,
+        "provider_job": sub["remote_ref"],
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "dag_id", "episode_id"),
     [
