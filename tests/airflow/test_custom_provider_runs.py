@@ -8,6 +8,7 @@ triggerer. Scenarios ``custom_provider`` and ``custom_bad_hooks`` of scenarios.p
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,9 +62,8 @@ def test_a_provider_hook_that_cannot_work_fails_on_try_1_after_the_episode(scena
     messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
     assert "cannot import tests.airflow.no_such_module.Hook" in messages["not_importable"]
     assert "EpisodeStoreHook is not a subclass of" in messages["not_a_hook"]
-    assert "BrokenHook.get_provider() failed: RuntimeError: the vendor SDK refused to start" in (
-        messages["get_provider_raises"]
-    )
+    broken = "BrokenHook.get_provider() failed: RuntimeError: the vendor SDK refused to start"
+    assert broken in messages["get_provider_raises"]
     assert "type 'http', for which no paid-provider hook is registered" in messages["untyped_connection"]
     assert "provider_hook='package.module.Class'" in messages["untyped_connection"]
     assert "episode 2026-W32-99 not found" in messages["unknown_episode"]
@@ -77,7 +77,5 @@ def test_a_provider_hook_that_cannot_work_fails_on_try_1_after_the_episode(scena
 
 
 def test_the_custom_hooks_log_no_token(scenario_results: dict[str, Any], provider_server: RunningProvider) -> None:
-    from pathlib import Path
-
     log = Path(scenario_results["_log"]).read_text(errors="replace")
     assert "ij_custom_deferred" in log and provider_server.token not in log
