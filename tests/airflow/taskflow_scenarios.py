@@ -118,6 +118,25 @@ def episode_refused(bag: Any) -> Result:
     return paid_run(bag, "ijt_episode_refused")
 
 
+@scenario
+def secret_store(bag: Any) -> Result:
+    """Both decorators with a store URL holding a password: their rendered fields (Airflow's RTIF rows)."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    run = run_dag(bag, "ijt_secret_store", logical_date=utc(2026, 8, 3, 6))
+    with create_session() as session:
+        rows = session.scalars(
+            select(RenderedTaskInstanceFields).where(
+                RenderedTaskInstanceFields.dag_id == "ijt_secret_store",
+                RenderedTaskInstanceFields.run_id == run["run_id"],
+            )
+        ).all()
+        rendered = {row.task_id: dict(row.rendered_fields) for row in rows}
+    return {"run": run, "rendered": rendered}
+
+
 # -- the example DAGs, as shipped, with a lost answer -----------------------------------------------
 def example_run(bag: Any, dag_id: str, logical_date: Any, week_id: str) -> Result:
     """The example as shipped but for its retry delay (2 minutes, which ``dag.test()`` waits out)."""

@@ -238,6 +238,22 @@ def test_episode_step_fails_without_retry_before_the_function_or_any_connection(
     assert result["lookups"] == []
 
 
+def test_a_store_password_never_reaches_the_rendered_fields_or_the_log(taskflow_runs: dict[str, Any]) -> None:
+    result = scenario(taskflow_runs, "secret_store")
+    run, rendered = result["run"], result["rendered"]
+    password = "ijt-store-password-5e1f"
+    for task_id in ("paid_secret", "step_secret"):
+        # Nothing listens on port 9: StoreUnavailable, which a retry may fix (retries=1), so two tries.
+        assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 2}
+        store = rendered[task_id]["store"]
+        assert store.startswith("postgresql://ijt:") and "***" in store, store
+        (failure,) = observed(run, "failed", task_id)  # the callback runs once the task is finally failed
+        assert "is unavailable" in failure["message"] and password not in failure["message"]
+    assert password not in json.dumps(rendered)
+    assert observed(run, "built") == observed(run, "ran") == [], "no episode loaded: no function ran"
+    assert password not in Path(taskflow_runs["_log"]).read_text(errors="replace")
+
+
 # -- the example DAGs -----------------------------------------------------------------------------
 def test_taskflow_example_as_shipped_allocates_pays_once_and_publishes(taskflow_runs: dict[str, Any]) -> None:
     result = scenario(taskflow_runs, "example_taskflow_as_shipped")

@@ -184,3 +184,18 @@ with DAG("ijt_episode_refused", **fails_observed(retries=3)):
             observe("ran", get_current_context(), episode_id=episode.episode_id)
 
         never()
+
+# -- a store URL with a password (nothing listens on port 9): sealed in the rendered fields; retried
+SECRET_STORE = "postgresql://ijt:ijt-store-password-5e1f@127.0.0.1:9/nowhere"
+with DAG("ijt_secret_store", **fails_observed(retries=1)):
+
+    @task.paid_generation(provider_conn_id="ijt_provider", episode_id="2026-W32-0", store=SECRET_STORE)
+    def paid_secret() -> dict[str, Any]:
+        return built({"prompt": "never sent"})
+
+    @task.episode(episode_id="2026-W32-0", store=SECRET_STORE)
+    def step_secret(episode: Any = None) -> None:
+        observe("ran", get_current_context())
+
+    paid_secret()
+    step_secret()
