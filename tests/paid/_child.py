@@ -3,7 +3,9 @@
 Usage: ``python _child.py '{"store": ..., "episode": ..., "config": {...}, "kill": POINT, "poll": bool}'``,
 credential in ``$PAID_TEST_AUTH``: the HTTP provider. With ``"adapter": {"kind": "prediction" | "batch",
 "base_url": ..., "lookup": bool}`` instead of ``config``: that example adapter, its API token in
-``$PAID_TEST_TOKEN``. Kill points wrap the real objects of this process only:
+``$PAID_TEST_TOKEN``; kind ``custom`` (with ``"tokens": bool``) is the custom provider of
+``test_custom_provider.py`` (its own client, no `HttpProviderConfig`) against the provider server.
+Kill points wrap the real objects of this process only:
 ``before_intent`` (the store's first write), ``after_intent`` (entering ``provider.submit``),
 ``between_calls`` (the batch adapter: its upload returned, entering the paid batch call),
 ``after_answer`` (``provider.submit`` returned, nothing saved yet), ``after_saved`` (after
@@ -43,6 +45,10 @@ def build_provider(spec: dict[str, Any]) -> PaidProvider:
     from example_adapters.prediction_style import PredictionStyleProvider
 
     args = (adapter["base_url"], os.environ["PAID_TEST_TOKEN"])
+    if adapter["kind"] == "custom":
+        from tests.paid.test_custom_provider import JobClientProvider
+
+        return JobClientProvider(*args, tokens=adapter["tokens"], lookup=adapter["lookup"])
     options: dict[str, Any] = {"lookup": adapter["lookup"], "read_timeout": 10.0, "backoff_initial": 0.05}
     if adapter["kind"] == "batch":
         return BatchStyleProvider(*args, **options)
@@ -117,10 +123,15 @@ def zygote() -> int:
     forked, ``{"pid", "code"}`` once reaped (``code`` negative for a signal, as in subprocess).
     Single-threaded on purpose: a fork must never copy a lock another thread holds.
     """
+    import importlib
     import select
 
-    import example_adapters.batch_style
-    import example_adapters.prediction_style  # noqa: F401 (imported once, for every fork)
+    for module in (
+        "example_adapters.batch_style",
+        "example_adapters.prediction_style",
+        "tests.paid.test_custom_provider",
+    ):
+        importlib.import_module(module)  # once, for every fork
 
     pending = b""
     children = 0

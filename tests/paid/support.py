@@ -184,9 +184,17 @@ class Zygote:
         return self.start({**spec, **options}, {"PAID_TEST_AUTH": server.auth_value})
 
     def start_adapter_child(
-        self, api: Any, kind: str, store_path: Path, episode_id: str, *, lookup: bool, **options: Any
+        self,
+        api: Any,
+        kind: str,
+        store_path: Path,
+        episode_id: str,
+        *,
+        lookup: bool,
+        tokens: bool = False,
+        **options: Any,
     ) -> ForkedChild:
-        adapter = {"kind": kind, "base_url": api.url, "lookup": lookup}
+        adapter = {"kind": kind, "base_url": api.url, "lookup": lookup, "tokens": tokens}
         spec = {"store": str(store_path), "episode": episode_id, "adapter": adapter}
         return self.start({**spec, **options}, {"PAID_TEST_TOKEN": api.auth_token})
 

@@ -2,9 +2,10 @@
 
 For every provider and each capability it really has, the API must hold at most one paid job per
 episode; (a) and (b) end with the original job, (c) refuses until ``idempotent-jobs reconcile``
-settles it. Providers: the HTTP provider ((a), (b), (c) by server switches), and the two example
-adapters (`example_adapters`): prediction style and batch style, each with (b), lookup by listing,
-and (c), the listing switched off. The batch style takes two calls per job, and is also killed
+settles it. Providers: the HTTP provider ((a), (b), (c) by server switches); a custom provider
+(``test_custom_provider.JobClientProvider``: its own client, no `HttpProviderConfig`; the same three);
+and the two example adapters (`example_adapters`): prediction style and batch style, each with (b),
+lookup by listing, and (c), the listing switched off. The batch style takes two calls per job, and is also killed
 between them (after the free upload, before the paid batch call): the upload may repeat, the batch never.
 
 Every paid step is a real OS process forked by one `Zygote` per module (imports paid once); each
@@ -79,6 +80,18 @@ def test_crash_then_retry_never_pays_twice(zygote: Zygote, tmp_path: Path, capab
     """The HTTP provider."""
     with ProviderServer(polls_to_finish=1, **CAPABILITIES[capability]) as server:
         start = functools.partial(zygote.start_child, server)
+        crash_then_retry(Api(server, start, functools.partial(jobs_for, server)), tmp_path, capability, point)
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("capability", list(CAPABILITIES))
+def test_custom_provider_crash_then_retry_never_pays_twice(
+    zygote: Zygote, tmp_path: Path, capability: str, point: str
+) -> None:
+    switches = CAPABILITIES[capability]
+    with ProviderServer(auth_token="custom-provider-token-8d4", polls_to_finish=1, **switches) as server:
+        tokens, lookup = switches["honour_tokens"], switches["lookup"]
+        start = functools.partial(zygote.start_adapter_child, server, "custom", lookup=lookup, tokens=tokens)
         crash_then_retry(Api(server, start, functools.partial(jobs_for, server)), tmp_path, capability, point)
 
 
