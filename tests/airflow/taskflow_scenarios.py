@@ -94,6 +94,12 @@ def paid_request_changed(bag: Any) -> Result:
 
 
 @scenario
+def paid_custom_hook(bag: Any) -> Result:
+    """provider_hook= (a client of its own on an http connection), deferred; try 1's answer is lost."""
+    return paid_run(bag, "ijt_paid_custom_hook", LOST_ANSWER_NO_DEDUP)
+
+
+@scenario
 def paid_two_requests(bag: Any) -> Result:
     return paid_run(bag, "ijt_paid_two_requests")
 

@@ -56,6 +56,10 @@ def taskflow_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFa
             # Lookup declared, tokens not honoured: a retry after a lost answer must find the job.
             "AIRFLOW_CONN_IJT_PROVIDER_LOOKUP": json.dumps(server_connection(url, token, tokens_honoured=False)),
             "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token, tokens_honoured=False)),
+            # Read by the custom hook of test_custom_provider_hook.py (provider_hook=): no token reuse, lookup.
+            "AIRFLOW_CONN_IJT_JOBS": json.dumps(
+                {"conn_type": "http", "host": url, "password": token, "extra": {"tokens": False, "lookup": True}}
+            ),
         }
         yield run_scenario_process("tests.airflow.taskflow_scenarios", env, work, timeout=560)
 
@@ -139,6 +143,18 @@ def test_lost_answer_is_retried_and_paid_once(taskflow_runs: dict[str, Any]) -> 
     (episode,) = result["store"]
     assert episode["submission"]["state"] == "succeeded"
     paid_once(result, episode)  # the server ignores tokens: paying again would have made a second job
+
+
+def test_a_custom_provider_hook_deferred_after_a_lost_answer_pays_once(taskflow_runs: dict[str, Any]) -> None:
+    result = scenario(taskflow_runs, "paid_custom_hook")
+    run = result["run"]
+    assert ti(run, "generate_custom")["state"] == "success" and ti(run, "generate_custom")["try_number"] == 2
+    calls = observed(run, "built")
+    assert [(c["try_number"], c["resumed"]) for c in calls] == [(1, False), (2, False), (2, True)]
+    (episode,) = result["store"]
+    assert episode["submission"]["state"] == "succeeded"
+    assert paid_once(result, episode)["request"] == {"prompt": "custom teaser for 2026-W32-0", "units": 2}
+    assert set(result["xcoms"]["generate_custom"]) == PAID_XCOM_KEYS
 
 
 def test_a_retry_whose_function_builds_another_request_fails_without_paying(taskflow_runs: dict[str, Any]) -> None:

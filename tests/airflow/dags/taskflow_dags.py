@@ -113,6 +113,24 @@ with DAG("ijt_paid_request_changed", **fails_observed(retries=3)):
 
     generate_changed()
 
+# A custom provider (tests/airflow/test_custom_provider_hook.py: its own client, lookup by token) named
+# by provider_hook= on a plain http connection, deferred; the scenario loses the first submit answer.
+with DAG("ijt_paid_custom_hook", **fails_observed(retries=2)):
+    custom_id = AllocateEpisodeOperator(task_id="allocate", store=store_for("ijt_paid_custom_hook")).output
+
+    @task.paid_generation(
+        provider_conn_id="ijt_jobs",
+        provider_hook="tests.airflow.test_custom_provider_hook.JobClientHook",
+        episode_id=custom_id,
+        store=store_for("ijt_paid_custom_hook"),
+        deferrable=True,
+        **FAST_POLL,
+    )
+    def generate_custom(episode_id: Any) -> dict[str, Any]:
+        return built({"prompt": f"custom teaser for {episode_id}", "units": 2})
+
+    generate_custom(custom_id)
+
 # One episode, two requests: a mapped paid step; one map index pays, the other is refused.
 with DAG("ijt_paid_two_requests", **fails_observed(retries=3)):
     two_id = AllocateEpisodeOperator(task_id="allocate", store=store_for("ijt_paid_two_requests")).output
