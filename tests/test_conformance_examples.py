@@ -20,9 +20,9 @@ from example_adapters.prediction_api import PredictionApi
 from example_adapters.prediction_style import PredictionStyleProvider
 
 REQUEST = {"prompt": "a lighthouse at dusk", "units": 2}
-HOLD = 2.0
+HOLD = 3.0
 #: The adapters' own client options: a read timeout under the kit's hold, quick connect retries.
-CLIENT: dict[str, Any] = {"read_timeout": 0.5, "connect_retries": 1, "backoff_initial": 0.01}
+CLIENT: dict[str, Any] = {"read_timeout": 1.0, "connect_retries": 1, "backoff_initial": 0.01}
 
 
 @pytest.fixture

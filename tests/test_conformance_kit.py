@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import pytest
@@ -26,7 +26,6 @@ from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.paid.provider import (
     PaidProvider,
     ProviderCapabilities,
-    ProviderError,
     ProviderOutcomeUnknown,
     ProviderRejected,
     ProviderUnavailable,
@@ -44,10 +43,10 @@ from airflow_idempotent_jobs.testing.server import ProviderServer
 
 REQUEST = {"prompt": "a lighthouse at dusk", "units": 2}
 #: Short enough that the held-answer checks cost little; the adapters' read timeout is below it.
-HOLD = 2.0
+HOLD = 3.0
 #: An HTTP status and body.
 Answer = tuple[int, bytes]
-READ_TIMEOUT = 0.5
+READ_TIMEOUT = 1.0
 
 
 @pytest.fixture
@@ -67,6 +66,11 @@ def http_provider(server: ProviderServer, **overrides: Any) -> Callable[[str], P
 
 def run_kit(factory: Callable[[str], PaidProvider], server: ProviderServer, **options: Any) -> ConformanceReport:
     return check_adapter(factory, api_url=server.url, request=REQUEST, hold_seconds=HOLD, **options)
+
+
+def only(**faults: tuple[Fault, ...]) -> FaultPlan:
+    """A plan with only these faults (the checks without a fault always run): for tests of one check."""
+    return FaultPlan(**{"submit": (), "free": (), "status": (), "find": (), **faults})
 
 
 def failing(report: ConformanceReport, *words: str) -> list[str]:
@@ -123,7 +127,7 @@ class JobsAdapter:
         except (OSError, http.client.HTTPException) as exc:  # raised while waiting for the answer
             raise self.lost(method, path, exc) from None
 
-    def lost(self, method: str, path: str, exc: Exception) -> ProviderError:
+    def lost(self, method: str, path: str, exc: Exception) -> Exception:
         return ProviderOutcomeUnknown(f"{method} {path}: {type(exc).__name__} after sending")
 
     def answer(self, code: int, body: bytes, what: str) -> Any:
@@ -149,7 +153,7 @@ def _json(body: bytes) -> Any:
 class DropIsRejected(JobsAdapter):
     """The deliberately wrong adapter: a connection the API closed reads as "the API refused"."""
 
-    def lost(self, method: str, path: str, exc: Exception) -> ProviderError:
+    def lost(self, method: str, path: str, exc: Exception) -> Exception:
         if isinstance(exc, ConnectionResetError):  # http.client.RemoteDisconnected is one too
             return ProviderRejected(f"{method} {path}: the API closed the connection")
         return super().lost(method, path, exc)
@@ -158,7 +162,7 @@ class DropIsRejected(JobsAdapter):
 class TimeoutIsUnavailable(JobsAdapter):
     """Reads a timeout as "the API is down": but the request was sent."""
 
-    def lost(self, method: str, path: str, exc: Exception) -> ProviderError:
+    def lost(self, method: str, path: str, exc: Exception) -> Exception:
         if isinstance(exc, TimeoutError):
             return ProviderUnavailable(f"{method} {path}: timed out")
         return super().lost(method, path, exc)
@@ -190,6 +194,37 @@ class RetriesThePaidCall(JobsAdapter):
             return super().submit(request, idempotency_token)
         except ProviderOutcomeUnknown:
             return super().submit(request, idempotency_token)
+
+
+class FindsAnyJob(JobsAdapter):
+    """A lookup that, finding nothing for the token, falls back to the newest job it knows."""
+
+    newest: ClassVar[str | None] = None
+
+    def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
+        ref = super().submit(request, idempotency_token)
+        FindsAnyJob.newest = ref
+        return ref
+
+    def find(self, idempotency_token: str) -> str | None:
+        return super().find(idempotency_token) or FindsAnyJob.newest
+
+
+class LetsClientErrorsOut(JobsAdapter):
+    """Raises the client library's own errors for a lost answer (the ledger would guess 'unknown')."""
+
+    def lost(self, method: str, path: str, exc: Exception) -> Exception:
+        return exc
+
+
+class StatusGoesBack(JobsAdapter):
+    """Answers "pending" on every third status call (a cache of the submit answer, say)."""
+
+    calls = 0
+
+    def status(self, remote_ref: str) -> RemoteStatus:
+        self.calls += 1
+        return RemoteStatus(RemoteState.PENDING) if self.calls % 3 == 0 else super().status(remote_ref)
 
 
 def adapter(cls: type[JobsAdapter], server: ProviderServer) -> Callable[[str], PaidProvider]:
@@ -253,13 +288,13 @@ def test_the_kit_fails_an_adapter_that_reads_a_dropped_connection_as_a_rejection
 
 
 def test_the_kit_fails_a_timeout_read_as_unavailable(api: ProviderServer) -> None:
-    report = run_kit(adapter(TimeoutIsUnavailable, api), api)
+    report = run_kit(adapter(TimeoutIsUnavailable, api), api, plan=only(submit=(Fault.hold(),)))
     [line] = failing(report, "submit, paid call: answer held back past the read timeout")
     assert "raised ProviderUnavailable" in line and "UNSAFE" in line and "the API received POST /jobs" in line
 
 
 def test_the_kit_fails_a_server_error_turned_into_a_failed_job(api: ProviderServer) -> None:
-    report = run_kit(adapter(ServerErrorFailsTheJob, api), api)
+    report = run_kit(adapter(ServerErrorFailsTheJob, api), api, plan=only(status=FaultPlan().status))
     lines = failing(report, "status: HTTP 5")
     assert len(lines) == 2, str(report)  # 500 and 503
     assert all("returned RemoteStatus(state=<RemoteState.FAILED" in line for line in lines)
@@ -267,31 +302,65 @@ def test_the_kit_fails_a_server_error_turned_into_a_failed_job(api: ProviderServ
 
 
 def test_the_kit_fails_a_lookup_that_reads_any_404_as_no_job(api: ProviderServer) -> None:
-    report = run_kit(adapter(AnyNotFoundIsNoJob, api), api)
+    report = run_kit(adapter(AnyNotFoundIsNoJob, api), api, plan=only(find=FaultPlan().find))
     [line] = failing(report, "find: HTTP 404")
     assert "returned None" in line and "UNSAFE" in line and "pay twice" in line
 
 
 def test_the_kit_fails_an_adapter_that_sends_the_paid_call_twice(api: ProviderServer) -> None:
     api.configure(honour_tokens=False)
-    report = run_kit(adapter(RetriesThePaidCall, api), api)
+    report = run_kit(adapter(RetriesThePaidCall, api), api, plan=only(submit=(Fault.drop(), Fault.answer(503))))
     lines = failing(report, "one submit sent the paid call 2 times")
     assert lines and all("UNSAFE" in line for line in lines)
 
 
 def test_the_kit_fails_idempotent_tokens_declared_for_an_api_that_ignores_them(api: ProviderServer) -> None:
     api.configure(honour_tokens=False)
-    report = run_kit(http_provider(api, tokens_honoured=True), api)
+    report = run_kit(http_provider(api, tokens_honoured=True), api, plan=only())
     [line] = failing(report, "submit again with the token of a lost submit")
     assert "UNSAFE" in line and "made another job for a token it had seen" in line
 
 
 def test_a_lookup_without_a_declared_no_job_answer_is_safe_but_said(api: ProviderServer) -> None:
     undeclared = {"lookup_no_job_status": None, "lookup_no_job_path": None, "lookup_no_job_value": None}
-    report = run_kit(http_provider(api, **undeclared), api)
+    report = run_kit(http_provider(api, **undeclared), api, plan=only(find=FaultPlan().find))
     assert report.ok, str(report)
     [line] = [c.line for c in report.checks if c.name == "find, a token never used"]
     assert "raised ProviderOutcomeUnknown" in line and "never proves 'no job'" in line
+
+
+def test_the_kit_fails_a_lookup_that_finds_another_runs_job(api: ProviderServer) -> None:
+    report = run_kit(adapter(FindsAnyJob, api), api, plan=only())
+    [line] = failing(report, "find, a token never used")
+    assert "UNSAFE" in line and "a retry would adopt another run's job" in line
+
+
+def test_the_kit_fails_an_adapter_that_lets_its_client_errors_out(api: ProviderServer) -> None:
+    report = run_kit(adapter(LetsClientErrorsOut, api), api, plan=only(submit=(Fault.drop(), Fault.hold())))
+    [line] = failing(report, "submit, paid call: connection closed")
+    assert "raised RemoteDisconnected" in line and "expected ProviderOutcomeUnknown" in line
+    [line] = failing(report, "submit, paid call: answer held back")
+    assert "raised TimeoutError" in line and "expected ProviderOutcomeUnknown" in line
+
+
+def test_a_factory_that_ignores_the_base_url_is_told_so(api: ProviderServer) -> None:
+    report = run_kit(lambda base_url: JobsAdapter(api.url, api.auth_token), api)
+    assert not report.ok and report.checks[-1].name == "submit, no fault"
+    assert "does factory use the base_url it is given?" in report.checks[-1].detail
+
+
+def test_the_kit_fails_a_status_that_goes_back(api: ProviderServer) -> None:
+    report = run_kit(adapter(StatusGoesBack, api), api, plan=only())
+    [line] = failing(report, "status, 3 calls in a row")
+    assert "the answers went running, succeeded, pending: a job's state never goes back" in line
+
+
+def test_a_status_that_repeats_a_nan_cost_is_repeatable() -> None:
+    # NaN is never equal to itself: two identical answers with a NaN cost are still the same answer.
+    with ProviderServer(price=float("nan"), polls_to_finish=1) as server:
+        report = run_kit(http_provider(server), server, plan=only())
+    [check] = [c for c in report.checks if c.name.startswith("status, 3 calls")]
+    assert check.passed and check.detail == "succeeded, succeeded, succeeded", check.line
 
 
 # -- how the kit is told what to do -------------------------------------------------------------------
@@ -318,14 +387,14 @@ def test_a_sample_request_the_api_refuses_is_said_and_stops_the_run(api: Provide
 
 def test_a_plan_carries_the_apis_own_error_bodies(api: ProviderServer) -> None:
     body = b'{"detail": "prompt too long"}'
-    plan = FaultPlan(submit=(Fault.answer(400, body),), free=(), status=(), find=())
+    plan = only(submit=(Fault.answer(400, body),))
     report = run_kit(http_provider(api), api, plan=plan)
     [check] = [c for c in report.checks if c.name.startswith("submit, paid call")]
     assert check.passed and "prompt too long" in check.detail
 
 
 def test_an_adapter_with_a_read_timeout_longer_than_the_hold_is_told_so(api: ProviderServer) -> None:
-    plan = FaultPlan(submit=(Fault.hold(),), free=(), status=(), find=())
+    plan = only(submit=(Fault.hold(),))
     report = check_adapter(
         http_provider(api, read_timeout=5.0), api_url=api.url, request=REQUEST, hold_seconds=0.3, plan=plan
     )
@@ -334,7 +403,7 @@ def test_an_adapter_with_a_read_timeout_longer_than_the_hold_is_told_so(api: Pro
 
 
 def test_a_hanging_call_is_bounded_by_call_timeout(api: ProviderServer) -> None:
-    plan = FaultPlan(submit=(Fault.hold(),), free=(), status=(), find=())
+    plan = only(submit=(Fault.hold(),))
     started = time.monotonic()
     report = check_adapter(
         http_provider(api, read_timeout=60.0),

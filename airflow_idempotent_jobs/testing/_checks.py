@@ -11,6 +11,7 @@ does not need nor retries what it must not.
 from __future__ import annotations
 
 import itertools
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from ..paid.provider import (
     RemoteState,
     RemoteStatus,
 )
-from ..paid.results import redactor, ref_problem
+from ..paid.results import clean_text, redactor, ref_problem
 from ._calls import Outcome, call, class_names
 from ._plan import FaultPlan, PaidRoutes
 from ._report import CheckResult
@@ -102,6 +103,13 @@ def _reads(fault: Fault) -> Classes:
     return TRY_AGAIN if fault.forwards or fault.status == 429 else ANY_ERROR
 
 
+def _same(one: RemoteStatus, other: RemoteStatus) -> bool:
+    """Equal answers; two NaN costs are the same answer (NaN is never equal to itself)."""
+    costs = (one.cost, other.cost)
+    same_cost = one.cost == other.cost or all(isinstance(c, float) and math.isnan(c) for c in costs)
+    return same_cost and (one.state, one.result, one.error) == (other.state, other.result, other.error)
+
+
 def _why_read(expected: Classes) -> str:
     return WHY_READ if expected is TRY_AGAIN else WHY_READ_4XX
 
@@ -154,6 +162,10 @@ class Kit:
         outcome = call(fn, *args, timeout=self.call_timeout)
         unfired = self.proxy.disarm() is not None
         return outcome, self.proxy.exchanges(mark), fault is None or not unfired
+
+    def quote(self, answer: str) -> str:
+        """An API answer for the report: redacted, on one line, cut short."""
+        return clean_text(" ".join(answer.split()), self.redact, 120)
 
     def paid_request(self, exchange: Exchange) -> bool:
         return self.paid(exchange.method, exchange.path)
@@ -230,6 +242,9 @@ class Kit:
             self.fail(name, f"{said}: the ledger cannot keep that reference ({ref_problem(outcome.value)})")
             return None
         paid = [e for e in exchanges if self.paid_request(e)]
+        if not exchanges:
+            self.fail(name, f"{said} without a request through the proxy: does factory use the base_url it is given?")
+            return None
         if len(paid) != 1:
             count = "no request" if not paid else f"{len(paid)} requests"
             self.fail(
@@ -344,8 +359,11 @@ class Kit:
             self.fail(name, f"status sent {paid[0].route}, a paid request: a read must never create a job")
             return
         for before, after in itertools.pairwise(states):
-            if _RANK[after.state] < _RANK[before.state] or (before.state.terminal and after != before):
-                self.fail(name, f"the answers went {words} ({before} then {after}): a job's state never goes back")
+            if _RANK[after.state] < _RANK[before.state]:
+                self.fail(name, f"the answers went {words}: a job's state never goes back")
+                return
+            if before.state.terminal and not _same(before, after):
+                self.fail(name, f"a finished job's answer changed between calls ({before} then {after})")
                 return
         self.ok(name, words)
 
@@ -414,13 +432,13 @@ class Kit:
 
         name = "find, the token of a lost submit"
         outcome = call(adapter.find, lost.token, timeout=self.call_timeout)
-        said = outcome.text(self.redact)
+        said, shown = outcome.text(self.redact), self.quote(lost.answer)
         if outcome.error is None and outcome.value is None:
             self.fail(name, f"{said}: UNSAFE: {WHY_NO_JOB}")
         elif outcome.error is not None or outcome.timed_out:
-            self.fail(name, f"{said}, expected the job the lost call created (its answer: {lost.answer[:120]})")
+            self.fail(name, f"{said}, expected the job the lost call created (its answer: {shown})")
         elif not isinstance(outcome.value, str) or outcome.value not in lost.answer:
-            self.fail(name, f"{said}, which is not the job the lost call created (its answer: {lost.answer[:120]})")
+            self.fail(name, f"{said}, which is not the job the lost call created (its answer: {shown})")
         else:
             lost = Lost(lost.token, lost.answer, outcome.value)
             self.refs[lost.token] = outcome.value
@@ -459,17 +477,17 @@ class Kit:
         if adapter is None:
             return
         outcome, _, _ = self.through_proxy(None, None, adapter.submit, self.request, lost.token)
-        said = outcome.text(self.redact)
+        said, shown = outcome.text(self.redact), self.quote(lost.answer)
         same = isinstance(outcome.value, str) and (
             outcome.value == lost.ref or (lost.ref is None and outcome.value in lost.answer)
         )
         if outcome.error is not None or outcome.timed_out:
-            self.fail(name, f"{said}, expected the job the lost call created (its answer: {lost.answer[:120]})")
+            self.fail(name, f"{said}, expected the job the lost call created (its answer: {shown})")
         elif not same:
             self.fail(
                 name,
                 f"{said}: UNSAFE: the adapter declares idempotent tokens, but the API made another job for a token "
-                f"it had seen (the lost call's answer: {lost.answer[:120]}): each retry after a lost answer pays again",
+                f"it had seen (the lost call's answer: {shown}): each retry after a lost answer pays again",
             )
         else:
             self.ok(name, f"{said}: the same job")
