@@ -29,6 +29,8 @@ __all__ = ["BatchStyleHook", "PredictionStyleHook"]
 
 _FLAGS: Final = {"true": True, "1": True, "false": False, "0": False}
 _EXTRAS: Final = frozenset({"lookup", "read_timeout", "connect_timeout", "auth_scheme"})
+#: A job id no API issues: its status call checks reachability and credentials, nothing else.
+PROBE_REF: Final = "idempotent-jobs-connection-test"
 
 
 class _ApiHook(PaidProviderHook):
@@ -73,6 +75,21 @@ class _ApiHook(PaidProviderHook):
             raise InvalidConfiguration(self.what, field, exc.reason) from None
         self.log.info("Paid provider from connection %r: %r", self.provider_conn_id, provider)
         return self._masked(provider)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Ask for a job that cannot exist: a 404 proves the API answers and accepts the token; nothing is created."""
+        from airflow_idempotent_jobs.paid import ProviderError
+
+        try:
+            provider = self.get_provider()
+            provider.status(PROBE_REF)
+        except ProviderError as exc:
+            if exc.status == 404:
+                return True, f"API reachable at {provider.base_url}; token accepted"
+            return False, str(exc)
+        except Exception as exc:  # report any failure to the UI rather than raise
+            return False, f"{type(exc).__name__}: {exc}"
+        return False, f"the API answered a status for {PROBE_REF!r}, a job no API issues: is this the right base URL?"
 
 
 class PredictionStyleHook(_ApiHook):

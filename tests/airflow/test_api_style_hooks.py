@@ -106,3 +106,16 @@ def test_the_trigger_rebuilds_the_provider_from_its_hook_path(
     assert payload["status"] == "terminal" and payload["state"] == RemoteState.SUCCEEDED.value, payload
     assert payload["cost"] == 2.5 and payload["remote_ref"] == ref
     assert api.stats()["status_calls"] >= 2
+
+
+def test_test_connection_probes_the_api_without_creating_a_job(
+    monkeypatch: pytest.MonkeyPatch, style: tuple[str, Any, Any]
+) -> None:
+    hook_path, api, _ = style
+    set_conn(monkeypatch, "ij_api", host=api.url, password=API_TOKEN)
+    ok, message = resolve_provider_hook("ij_api", hook_path).test_connection()
+    assert ok and "token accepted" in message, message
+    set_conn(monkeypatch, "ij_wrong", host=api.url, password="wrong-token-9")
+    ok, message = resolve_provider_hook("ij_wrong", hook_path).test_connection()
+    assert not ok and "HTTP 401" in message and "wrong-token-9" not in message, message
+    assert api.accepted() == 0
