@@ -81,7 +81,7 @@ class _ApiHook(PaidProviderHook):
         from airflow_idempotent_jobs.paid import ProviderError
 
         try:
-            provider = self.get_provider()
+            provider: Any = self.get_provider()
             provider.status(PROBE_REF)
         except ProviderError as exc:
             if exc.status == 404:
