@@ -379,6 +379,24 @@ def test_bad_paid_routes_are_refused_before_anything_runs(api: ProviderServer) -
     assert api.submissions() == 0
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("api_url", "ftp://127.0.0.1/x"),
+        ("api_url", "http://127.0.0.1:1/?q=1"),
+        ("request", ["not", "a", "mapping"]),
+        ("hold_seconds", 0),
+        ("call_timeout", float("nan")),
+        ("hold_seconds", True),
+    ],
+)
+def test_bad_options_are_refused_before_anything_runs(api: ProviderServer, option: str, value: Any) -> None:
+    options: dict[str, Any] = {"api_url": api.url, "request": REQUEST, "hold_seconds": HOLD, option: value}
+    with pytest.raises(InvalidConfiguration, match=option):
+        check_adapter(http_provider(api), **options)
+    assert api.submissions() == 0
+
+
 def test_a_sample_request_the_api_refuses_is_said_and_stops_the_run(api: ProviderServer) -> None:
     report = check_adapter(http_provider(api), api_url=api.url, request={"prompt": ""}, hold_seconds=HOLD)
     assert [c.name for c in report.checks] == ["the PaidProvider port", "submit, no fault"]

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
+from ..errors import InvalidConfiguration
 from ..paid.provider import PaidProvider
 from ._checks import Kit
 from ._plan import FaultPlan, PaidRoutes
@@ -37,6 +39,8 @@ from ._report import CheckResult, ConformanceReport
 from .fault_proxy import Fault, FaultProxy
 
 __all__ = ["CheckResult", "ConformanceReport", "Fault", "FaultPlan", "assert_conformant", "check_adapter"]
+
+_WHAT: Final = "conformance kit"
 
 
 def check_adapter(
@@ -62,6 +66,7 @@ def check_adapter(
     must be shorter. ``call_timeout``: how long one call may take before the check fails.
     """
     routes = PaidRoutes.parse(paid)
+    _check_options(api_url, request, hold_seconds, call_timeout)
     started = time.monotonic()
     with FaultProxy(api_url, hold_seconds=hold_seconds) as proxy:
         kit = Kit(factory, proxy, request, routes, plan or FaultPlan(), call_timeout)
@@ -73,6 +78,18 @@ def check_adapter(
         checks=tuple(kit.results),
         seconds=time.monotonic() - started,
     )
+
+
+def _check_options(api_url: object, request: object, hold_seconds: object, call_timeout: object) -> None:
+    """Bad usage is one clear line before anything is started or sent."""
+    parts = urlsplit(api_url) if isinstance(api_url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise InvalidConfiguration(_WHAT, "api_url", "must be http(s)://host[:port][/prefix]")
+    if not isinstance(request, Mapping):
+        raise InvalidConfiguration(_WHAT, "request", "must be a mapping (the sample request the API accepts)")
+    for name, value in (("hold_seconds", hold_seconds), ("call_timeout", call_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+            raise InvalidConfiguration(_WHAT, name, "must be a number of seconds above 0, at most 3600")
 
 
 def assert_conformant(
