@@ -22,6 +22,14 @@ checks:
 Every claim is also checked against what the proxy saw: `ProviderUnavailable` after the API got
 the paid call, `ProviderRejected` after it created the job, or a second paid call without
 idempotent tokens is reported as UNSAFE. Importable without Airflow.
+
+Which request is paid is the caller's to say (``paid=["POST /v1/batches"]``); by default every
+request of ``submit`` that is not a GET, HEAD or OPTIONS is, and a fault-free ``submit`` must send
+exactly one. The free requests are the others of that fault-free ``submit``, faulted by position
+(the first, the second, ...). What each fault answers is a `FaultPlan`, one tuple of `Fault` per
+kind of call, so a 5xx on ``status`` is judged as "try again" and on the paid call as "maybe
+created". The factory must accept a plain ``http://127.0.0.1:<port>[/prefix]`` base URL, and its
+adapter's read timeout must be below ``hold_seconds``.
 """
 
 from __future__ import annotations
