@@ -236,6 +236,13 @@ def test_episode_step_gets_the_loaded_episode(taskflow_runs: dict[str, Any]) -> 
     assert result["xcoms"]["publish"] == {"return_value": expected, **expected}
     (seen,) = observed(run, "published_xcom")
     assert seen["value"] == expected
+    # Mapped over two parts: each map index loads the episode and gets it.
+    parts = sorted((o["map_index"], o["url"], o["episode"]["episode_id"]) for o in observed(run, "ran", "reassemble"))
+    assert parts == [(0, "intro", "2026-W32-0"), (1, "outro", "2026-W32-0")]
+    assert [result["xcoms"][f"reassemble[{i}]"]["return_value"] for i in (0, 1)] == [
+        "2026-W32-0/intro",
+        "2026-W32-0/outro",
+    ]
 
 
 def test_episode_step_fails_without_retry_before_the_function_or_any_connection(

@@ -188,7 +188,13 @@ with DAG("ijt_episode_step", **fails_observed(retries=3)):
     def report_published(**context: Any) -> None:
         observe("published_xcom", context, value=context["ti"].xcom_pull(task_ids="publish"))
 
+    @task.episode(episode_id=step_id, store=store_for("ijt_episode_step"))
+    def reassemble(part: Any, episode: Any = None) -> str:
+        observe("ran", get_current_context(), episode={"episode_id": episode.episode_id}, url=part)
+        return f"{episode.episode_id}/{part}"
+
     publish(media()) >> report_published()
+    reassemble.expand(part=["intro", "outro"])
 
 with DAG("ijt_episode_refused", **fails_observed(retries=3)):
     for task_id, bad_id, store, store_conn_id in (
