@@ -161,18 +161,19 @@ for dag_id, deferrable in (("ij_custom_worker", False), ("ij_custom_deferred", T
 # loaded; each task names its own connection, so the secrets backend's log shows which read one.
 with DAG("ij_custom_bad_hooks", **manual_dag(retries=3)):
     allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ij_custom_bad_hooks"))
-    for task_id, episode_id, conn_id, hook in (
+    bad_hooks: tuple[tuple[str, str | None, str, str | None], ...] = (
         ("not_importable", None, "ij_jobs_a", "tests.airflow.no_such_module.Hook"),
         ("not_a_hook", None, "ij_jobs_b", "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook"),
         ("get_provider_raises", None, "ij_jobs_broken", f"{HOOKS}.BrokenHook"),
         ("untyped_connection", None, "ij_jobs_untyped", None),
         ("unknown_episode", "2026-W32-99", "ij_jobs_c", f"{HOOKS}.BrokenHook"),
-    ):
+    )
+    for task_id, bad_episode, conn_id, bad_hook in bad_hooks:
         allocate >> CrashingPaidGeneration(
             task_id=task_id,
-            episode_id=episode_id or "{{ ti.xcom_pull(task_ids='allocate') }}",
+            episode_id=bad_episode or "{{ ti.xcom_pull(task_ids='allocate') }}",
             provider_conn_id=conn_id,
-            provider_hook=hook,
+            provider_hook=bad_hook,
             request={"prompt": "never sent"},
             store=store_for("ij_custom_bad_hooks"),
             **FAST_POLL,
