@@ -13,7 +13,9 @@ The credential is redacted from every text this client raises, in every form an 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -23,6 +25,7 @@ import httpx
 from airflow_idempotent_jobs import safe_json
 from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
+from airflow_idempotent_jobs.paid.backoff import doubling
 from airflow_idempotent_jobs.paid.http import REDACTED, secret_forms
 
 __all__ = ["JsonClient", "job_ref"]
@@ -84,14 +87,13 @@ class JsonClient:
         not a reason to call a finished, paid job unreadable.
         """
         url = self.base_url + path
-        delay, cap = self._backoff
+        delays = doubling(*self._backoff)
         last: Exception | None = None
         for attempt in range(self._retries + 1):
             if attempt:
-                time.sleep(delay)
-                delay = min(delay * 2, cap)
+                time.sleep(next(delays))
             try:
-                with httpx.Client(timeout=self._timeout, follow_redirects=False) as client:
+                with httpx.Client(timeout=self._timeout, verify=_tls(), follow_redirects=False) as client:
                     response = client.request(method, url, json=json, params=params, headers=self._headers)
             except _NOT_SENT as exc:
                 last = exc
@@ -104,14 +106,14 @@ class JsonClient:
     async def acall(self, method: str, path: str, what: str, *, strict_numbers: bool = True) -> Any:
         """`call` for a GET on ``httpx.AsyncClient``: never blocks a triggerer's event loop."""
         url = self.base_url + path
-        delay, cap = self._backoff
+        tls = await asyncio.to_thread(_tls)  # the first call reads the CA bundle from disk
+        delays = doubling(*self._backoff)
         last: Exception | None = None
         for attempt in range(self._retries + 1):
             if attempt:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, cap)
+                await asyncio.sleep(next(delays))
             try:
-                async with httpx.AsyncClient(timeout=self._timeout, follow_redirects=False) as client:
+                async with httpx.AsyncClient(timeout=self._timeout, verify=tls, follow_redirects=False) as client:
                     response = await client.request(method, url, headers=self._headers)
             except _NOT_SENT as exc:
                 last = exc
@@ -150,3 +152,9 @@ def job_ref(value: Any) -> str | None:
     if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 512:
         return None
     return value
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context per process: building one (reading the CA bundle) costs ~20 ms, more than a call."""
+    return httpx.create_ssl_context()
