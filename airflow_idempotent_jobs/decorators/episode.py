@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, task_decorator_factory
 from airflow.sdk.definitions.context import context_merge
 
-from ..operators._common import AirflowFailException, StoreOperator, is_empty_rendering, open_task_store, task_errors
+from ..operators._common import StoreOperator, checked_episode_id, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -23,27 +23,10 @@ if TYPE_CHECKING:
 
     from ..episode import Episode
 
-__all__ = ["EPISODE_PARAMETER", "checked_episode_id", "episode_task"]
+__all__ = ["EPISODE_PARAMETER", "episode_task"]
 
 #: The parameter of the user's function that receives the loaded `Episode`.
 EPISODE_PARAMETER: Final = "episode"
-
-
-def checked_episode_id(task_id: str, raw: Any) -> str:
-    """The rendered ``episode_id`` in its canonical form; `AirflowFailException` (no retry) when it is
-    empty (the upstream allocation pushed nothing) or breaks the id grammar."""
-    from ..errors import InvalidIdentifier
-    from ..identity import EpisodeId
-
-    if is_empty_rendering(raw):
-        raise AirflowFailException(
-            f"{task_id}: episode_id is empty ({raw!r}); it must name an existing episode, "
-            "e.g. \"{{ ti.xcom_pull('allocate') }}\""
-        )
-    try:
-        return str(EpisodeId.parse(raw.strip() if isinstance(raw, str) else raw))
-    except InvalidIdentifier as exc:
-        raise AirflowFailException(f"{task_id}: {exc}") from exc
 
 
 class _EpisodeStep(StoreOperator):

@@ -30,6 +30,7 @@ __all__ = [
     "EMPTY_RENDERINGS",
     "AirflowFailException",
     "StoreOperator",
+    "checked_episode_id",
     "default_store_path",
     "is_empty_rendering",
     "open_task_store",
@@ -52,6 +53,23 @@ def default_store_path() -> Path:
 def is_empty_rendering(value: Any) -> bool:
     """None, or text that is blank, ``None`` or ``null`` in any case: a template that found nothing."""
     return value is None or (isinstance(value, str) and value.strip().lower() in EMPTY_RENDERINGS)
+
+
+def checked_episode_id(task_id: str, raw: Any) -> str:
+    """The rendered ``episode_id`` in its canonical form; `AirflowFailException` (no retry) when it is
+    empty (the upstream allocation pushed nothing) or breaks the id grammar. Nothing is read first."""
+    from ..errors import InvalidIdentifier
+    from ..identity import EpisodeId
+
+    if is_empty_rendering(raw):
+        raise AirflowFailException(
+            f"{task_id}: episode_id is empty ({raw!r}); it must name an existing episode, "
+            "e.g. \"{{ ti.xcom_pull('allocate') }}\""
+        )
+    try:
+        return str(EpisodeId.parse(raw.strip() if isinstance(raw, str) else raw))
+    except InvalidIdentifier as exc:
+        raise AirflowFailException(f"{task_id}: {exc}") from exc
 
 
 def refuse_empty_renderings(task_id: str, templates: Mapping[str, Any], rendered: Mapping[str, Any]) -> None:

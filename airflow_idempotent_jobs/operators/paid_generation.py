@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._common import AirflowFailException, StoreOperator, is_empty_rendering, open_task_store, task_errors
+from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -100,7 +100,7 @@ class PaidGenerationOperator(StoreOperator):
     # -- the steps, in the order docs/design.md requires -------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
         self._validated_settings()
-        eid = self._validated_episode_id()
+        eid = checked_episode_id(self.task_id, self.episode_id)
         store = self._open_store()
         try:
             episode = self._load(store, eid)
@@ -120,23 +120,24 @@ class PaidGenerationOperator(StoreOperator):
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger: record its final status through the ledger.
 
-        An event that is not the trigger's fails without retry; an "error" event (the trigger
-        could not poll, e.g. the provider refused the token) is retried.
+        The order is `execute`'s: the episode is loaded (and the request checked against it: it
+        may not change while deferred) before the event's text is redacted through the provider,
+        which reads its Connection. An event that is not the trigger's fails without retry; an
+        "error" event (the trigger could not poll, e.g. the provider refused the token) is retried.
         """
         from ..paid.provider import decode_event
 
         self._validated_settings()
-        eid = self._validated_episode_id()
-        try:
-            status = decode_event(event, eid, redact=self._redacted)
-        except ValueError as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        eid = checked_episode_id(self.task_id, self.episode_id)
         store = self._open_store()
         try:
+            self._load(store, eid)
+            try:
+                status = decode_event(event, eid, redact=self._redacted)
+            except ValueError as exc:
+                raise AirflowFailException(f"{self.task_id}: {exc}") from exc
             with task_errors():
-                ledger = self._ledger(store)
-                ledger.preflight(eid, self._request())  # the request may not change while deferred
-                episode = ledger.record_status(eid, status)
+                episode = self._ledger(store).record_status(eid, status)
             self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
             return self._finish(context, episode)
         finally:
@@ -165,21 +166,6 @@ class PaidGenerationOperator(StoreOperator):
         except Exception:  # no provider, no secret of its to remove
             provider = None
         return clean_text(text, redactor(provider))
-
-    def _validated_episode_id(self) -> str:
-        from ..errors import InvalidIdentifier
-        from ..identity import EpisodeId
-
-        raw = self.episode_id
-        if raw is None or is_empty_rendering(raw):  # the upstream allocation pushed nothing
-            raise AirflowFailException(
-                f"{self.task_id}: episode_id is empty ({raw!r}); it must name an existing episode, "
-                "e.g. \"{{ ti.xcom_pull('allocate') }}\""
-            )
-        try:
-            return str(EpisodeId.parse(raw.strip() if isinstance(raw, str) else raw))
-        except InvalidIdentifier as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     def _open_store(self) -> EpisodeStore:
         with task_errors():
