@@ -23,6 +23,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from ..paid.results import DEFAULT_RESULT_LIMIT
 
 if TYPE_CHECKING:
+    from ..hooks.paid_provider import PaidProviderHook
     from ..paid.provider import PaidProvider, RemoteStatus
 
 __all__ = ["PaidJobTrigger"]
@@ -134,9 +135,14 @@ class PaidJobTrigger(BaseTrigger):
         """The hook named by class path, re-created from the connection id, builds the provider."""
         from ..hooks.paid_provider import construct_hook, provider_hook_class
 
-        # Importing the hook's module reads files: off the event loop.
-        cls = await asyncio.to_thread(provider_hook_class, self.provider_hook or DEFAULT_PROVIDER_HOOK)
-        return await construct_hook(cls, self.provider_conn_id).aget_provider()
+        def hook() -> PaidProviderHook:
+            return construct_hook(
+                provider_hook_class(self.provider_hook or DEFAULT_PROVIDER_HOOK), self.provider_conn_id
+            )
+
+        # Importing the hook's module reads files, and a hook's constructor may read its Connection
+        # (many do): both off the event loop, which every deferred task of the triggerer shares.
+        return await (await asyncio.to_thread(hook)).aget_provider()
 
     async def _status(self, provider: PaidProvider) -> RemoteStatus:
         """``astatus`` on the loop when the provider has it; else ``status`` in a worker thread."""

@@ -95,6 +95,15 @@ class SlowJobClientHook(JobClientHook):
         return slow
 
 
+class ConnectionInInitHook(JobClientHook):
+    """Reads its Connection in ``__init__`` (many hooks do) and waits on it: a blocking constructor."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        time.sleep(0.5)  # a slow secrets backend
+        self.conn = self.get_connection(self.provider_conn_id)
+
+
 # -- fixtures --------------------------------------------------------------------------------------
 @pytest.fixture
 def server() -> Iterator[ProviderServer]:
@@ -276,6 +285,48 @@ def test_the_trigger_runs_a_providers_status_in_a_thread_without_blocking_the_lo
     assert server.stats()["jobs"][ref]["polls"] == 3  # three status calls of 0.1 s each...
     assert ticks > 100  # ...while the loop kept running
     assert SlowJobClient.threads and loop_thread not in SlowJobClient.threads
+
+
+def test_the_trigger_builds_a_hook_whose_constructor_blocks_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, tmp_path: Path
+) -> None:
+    # The triggerer runs every deferred task's trigger on one loop: a hook's constructor that waits
+    # on a secrets backend must not stall the others.
+    jobs_conn(monkeypatch, server)
+    store = open_store(tmp_path / "store")
+    eid = store.allocate("2026-W32", "custom-trigger-init").episode_id
+    provider = JobClientHook(jobs_conn_id="ij_jobs").get_provider()
+    ref = SubmissionLedger(store).submit(eid, provider, {"prompt": "p", "units": 2}).submission.remote_ref
+    assert ref is not None
+    trigger = PaidJobTrigger(
+        episode_id=eid,
+        remote_ref=ref,
+        provider_conn_id="ij_jobs",
+        provider_hook=f"{HERE}.ConnectionInInitHook",
+        poll_initial_delay=0.01,
+    )
+
+    async def run() -> tuple[list[Any], float]:
+        gap, stop = 0.0, asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal gap
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.001)
+                now = time.monotonic()
+                gap, last = max(gap, now - last), now
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.01)
+        events = [event.payload async for event in trigger.run()]
+        stop.set()
+        await ticker
+        return events, gap
+
+    events, gap = asyncio.run(asyncio.wait_for(run(), timeout=30))
+    assert [(e["status"], e["state"]) for e in events] == [("terminal", "succeeded")]
+    assert gap < 0.25, f"the event loop stalled {gap:.2f} s while the hook was built"
 
 
 def test_a_trigger_whose_hook_cannot_be_built_yields_one_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
