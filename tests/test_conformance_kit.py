@@ -227,6 +227,43 @@ class StatusGoesBack(JobsAdapter):
         return RemoteStatus(RemoteState.PENDING) if self.calls % 3 == 0 else super().status(remote_ref)
 
 
+class UnreadableSuccessIsRejected(JobsAdapter):
+    """Reads a 2xx answer it cannot parse as a refusal ("the API sent garbage, so it failed")."""
+
+    def answer(self, code: int, body: bytes, what: str) -> Any:
+        data = _json(body)
+        if 200 <= code < 300 and not (isinstance(data, dict) and isinstance(data.get("job"), dict)):
+            raise ProviderRejected(f"{what}: HTTP {code} with an answer that is not JSON", status=code)
+        return super().answer(code, body, what)
+
+
+class UnreadableLookupIsNoJob(JobsAdapter):
+    """Reads a lookup's 2xx answer without a job as "no job" (an empty listing, it assumes)."""
+
+    def find(self, idempotency_token: str) -> str | None:
+        code, body = self.send("GET", f"/jobs?token={quote(idempotency_token, safe='')}")
+        data = _json(body)
+        if 200 <= code < 300 and not (isinstance(data, dict) and isinstance(data.get("job"), dict)):
+            return None
+        if code == 404 and isinstance(data, dict) and (data.get("error") or {}).get("code") == "no_job":
+            return None
+        return str(self.answer(code, body, "find")["job"]["id"])
+
+
+class UnreadableStatusIsFailed(JobsAdapter):
+    """Reads a status answer without a job as the job's failure."""
+
+    def answer(self, code: int, body: bytes, what: str) -> Any:
+        data = _json(body)
+        if (
+            what == "status"
+            and 200 <= code < 300
+            and not (isinstance(data, dict) and isinstance(data.get("job"), dict))
+        ):
+            return {"job": {"status": "error"}}
+        return super().answer(code, body, what)
+
+
 def adapter(cls: type[JobsAdapter], server: ProviderServer) -> Callable[[str], PaidProvider]:
     return lambda base_url: cls(base_url, server.auth_token)
 
@@ -333,6 +370,37 @@ def test_the_kit_fails_a_lookup_that_finds_another_runs_job(api: ProviderServer)
     report = run_kit(adapter(FindsAnyJob, api), api, plan=only())
     [line] = failing(report, "find, a token never used")
     assert "UNSAFE" in line and "a retry would adopt another run's job" in line
+
+
+@pytest.mark.parametrize(
+    ("wrong", "check", "says"),
+    [
+        pytest.param(
+            UnreadableSuccessIsRejected,
+            "submit, paid call: HTTP 200",
+            "expected ProviderOutcomeUnknown: UNSAFE",
+            id="submit-rejected",
+        ),
+        pytest.param(
+            UnreadableLookupIsNoJob, "find: HTTP 200", "returned None, expected ProviderError: UNSAFE", id="find-no-job"
+        ),
+        pytest.param(
+            UnreadableStatusIsFailed,
+            "status: HTTP 200",
+            "the HTTP 200 fault became the job's state; expected ProviderError",
+            id="status-failed",
+        ),
+    ],
+)
+def test_the_kit_fails_an_unreadable_success_answer_read_as_an_outcome(
+    api: ProviderServer, wrong: type[JobsAdapter], check: str, says: str
+) -> None:
+    # The API created the job (or holds it) and a 2xx came back that the adapter cannot read (a
+    # captive portal, a gateway's HTML, a truncated body): that proves nothing either way.
+    report = run_kit(adapter(wrong, api), api)
+    [line] = failing(report)  # that one fault, nothing else
+    assert line.startswith(f"FAIL  {check} with a body that is not the API's answer, after the API got the request")
+    assert says in line, line
 
 
 def test_the_kit_fails_an_adapter_that_lets_its_client_errors_out(api: ProviderServer) -> None:

@@ -99,7 +99,10 @@ def _routes(exchanges: list[Exchange]) -> str:
 
 
 def _reads(fault: Fault) -> Classes:
-    """What a read must raise under ``fault``: a refusing 4xx is any ProviderError, the rest 'try again'."""
+    """What a read must raise under ``fault``: a refusing 4xx or an unreadable 2xx is any ProviderError
+    (never a job state), the rest 'try again'."""
+    if fault.unreadable:
+        return ANY_ERROR
     return TRY_AGAIN if fault.forwards or fault.status == 429 else ANY_ERROR
 
 

@@ -13,6 +13,8 @@ from .fault_proxy import Fault
 __all__ = ["FaultPlan", "PaidRoutes"]
 
 _NOT_FOUND_PAGE: Final = b"<html><body><h1>404 Not Found</h1></body></html>"
+#: A 200 whose body is not the API's answer (a captive portal, a gateway's page): it proves nothing.
+_UNREADABLE: Final = Fault.answer(200, b"<html><body><h1>Please sign in</h1></body></html>", "text/html")
 #: Methods that never create anything; by default every other request of ``submit`` is paid.
 _READS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -26,7 +28,8 @@ class FaultPlan:
     """The faults each kind of call meets, one check each. Replace a tuple to use your API's own bodies.
 
     An ``answer`` fault's expectation follows its status (`Fault.forwards`): 5xx, 408 and 409 may
-    have been processed; 429 and any other 4xx were not.
+    have been processed; 429 and any other 4xx were not; a 200 whose body is not the API's answer
+    (`Fault.unreadable`) comes after the API processed the call and proves nothing about the job.
     """
 
     #: On the paid request of ``submit`` (the one that creates the billable job).
@@ -35,15 +38,17 @@ class FaultPlan:
         Fault.reset(),
         Fault.hold(),
         *_answers(500, 502, 503, 408, 409, 429, 400, 401, 422),
+        _UNREADABLE,
     )
     #: On each other request ``submit`` makes (an upload, a token exchange), one request at a time.
-    free: tuple[Fault, ...] = (Fault.drop(), Fault.hold(), *_answers(503, 429, 422))
+    free: tuple[Fault, ...] = (Fault.drop(), Fault.hold(), *_answers(503, 429, 422), _UNREADABLE)
     #: On the first request of ``status``.
     status: tuple[Fault, ...] = (
         Fault.drop(),
         Fault.reset(),
         Fault.hold(),
         *_answers(500, 503, 408, 429, 401, 404),
+        _UNREADABLE,
     )
     #: On the first request of ``find`` (checked only when the adapter declares lookup).
     find: tuple[Fault, ...] = (
@@ -51,6 +56,7 @@ class FaultPlan:
         Fault.hold(),
         *_answers(500, 503, 408, 429, 401),
         Fault.answer(404, _NOT_FOUND_PAGE, "text/html"),
+        _UNREADABLE,
     )
 
 

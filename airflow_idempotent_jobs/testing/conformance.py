@@ -7,15 +7,16 @@ API, builds the adapter for the proxy's URL with the caller's ``factory`` and, o
 checks:
 
 * ``submit``, on the paid request: a connection closed or reset after the API got it, an answer
-  held past the read timeout, 5xx, 408 and 409 after the API got it must be
-  `ProviderOutcomeUnknown`; 429 `ProviderUnavailable`; another 4xx `ProviderRejected`;
+  held past the read timeout, 5xx, 408 and 409 after the API got it, and a 200 whose body is not
+  the API's answer must be `ProviderOutcomeUnknown`; 429 `ProviderUnavailable`; another 4xx
+  `ProviderRejected`;
 * ``submit``, on each free request before it (an upload): nothing paid was sent, so
   `ProviderUnavailable` (or `ProviderRejected` for a 4xx), or a recovered job;
 * ``status``: three calls in a row agree and create nothing; under a fault it raises "try again"
   (`ProviderUnavailable`/`ProviderOutcomeUnknown`) or, for a 4xx, a `ProviderError`, and never
   turns a fault into a job state;
 * ``find`` (when the adapter declares lookup): None for a token never used, the job of a lost
-  submit for its token, and never None under a fault;
+  submit for its token, and never None under a fault (an unreadable 200 included);
 * resubmitting a lost submit's token returns its job (when the adapter declares idempotent tokens);
 * a refused connection: ``submit`` `ProviderUnavailable`, ``status`` and ``find`` "try again".
 

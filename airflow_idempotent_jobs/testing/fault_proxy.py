@@ -66,15 +66,18 @@ class Fault:
     """One thing that goes wrong with one request; build with `drop`, `reset`, `hold` or `answer`."""
 
     action: Action
-    #: The status an ``answer`` fault sends (400..599).
+    #: The status an ``answer`` fault sends: 400..599, or 200..299 for a success answer whose body is
+    #: not the API's (a gateway's page, a captive portal): it says nothing about the job.
     status: int | None = None
     #: The body an ``answer`` fault sends; None: a small JSON error naming the kit.
     body: bytes | None = None
     content_type: str = "application/json"
 
     def __post_init__(self) -> None:
-        if self.action == "answer" and (self.status is None or not 400 <= self.status <= 599):
-            raise ValueError(f"an answer fault needs a status from 400 to 599, not {self.status!r}")
+        if self.action == "answer" and (
+            self.status is None or not (200 <= self.status <= 299 or 400 <= self.status <= 599)
+        ):
+            raise ValueError(f"an answer fault needs a status from 200 to 299 or 400 to 599, not {self.status!r}")
 
     @classmethod
     def drop(cls) -> Fault:
@@ -93,7 +96,11 @@ class Fault:
 
     @classmethod
     def answer(cls, status: int, body: bytes | None = None, content_type: str = "application/json") -> Fault:
-        """The client gets ``status``; the API sees the request first unless it is a 429 or a refusal."""
+        """The client gets ``status``; the API sees the request first unless it is a 429 or a refusal.
+
+        A 2xx status stands for a success answer the client cannot read (give ``body``): the API
+        got the request and answered, and the client got another body instead.
+        """
         return cls("answer", status, body, content_type)
 
     @property
@@ -116,7 +123,14 @@ class Fault:
         if self.action == "hold":
             return "answer held back past the read timeout (the API got the request)"
         where = "after the API got the request" if self.forwards else "instead of the API (it never got the request)"
+        if self.unreadable:
+            return f"HTTP {self.status} with a body that is not the API's answer, {where}"
         return f"HTTP {self.status} answered {where}"
+
+    @property
+    def unreadable(self) -> bool:
+        """A success status over a body that is not the API's answer: it proves nothing about the job."""
+        return self.action == "answer" and self.status is not None and 200 <= self.status <= 299
 
     def payload(self) -> bytes:
         if self.body is not None:
