@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = ["PaidJobTrigger"]
 
+#: Why a hook the task imported may not import here: Airflow's triggerer puts its plugins folder on
+#: its path, not the DAGs folder (``dag.test()`` runs the trigger in the task's process, so it works there).
+_TRIGGERER_PATH = (
+    "the triggerer imports the hook: install it as a package or put it in the plugins folder "
+    "(the DAGs folder is not on the triggerer's path)"
+)
 #: What ``provider_hook=None`` means: the hook every trigger serialized before custom hooks used.
 DEFAULT_PROVIDER_HOOK = "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook"
 
@@ -133,12 +139,17 @@ class PaidJobTrigger(BaseTrigger):
 
     async def _provider(self) -> PaidProvider:
         """The hook named by class path, re-created from the connection id, builds the provider."""
+        from ..errors import InvalidConfiguration
         from ..hooks.paid_provider import construct_hook, provider_hook_class
 
         def hook() -> PaidProviderHook:
-            return construct_hook(
-                provider_hook_class(self.provider_hook or DEFAULT_PROVIDER_HOOK), self.provider_conn_id
-            )
+            try:
+                cls = provider_hook_class(self.provider_hook or DEFAULT_PROVIDER_HOOK)
+            except InvalidConfiguration as exc:
+                if not exc.reason.startswith("cannot import"):
+                    raise
+                raise InvalidConfiguration(exc.what, exc.field, f"{exc.reason}; {_TRIGGERER_PATH}") from None
+            return construct_hook(cls, self.provider_conn_id)
 
         # Importing the hook's module reads files, and a hook's constructor may read its Connection
         # (many do): both off the event loop, which every deferred task of the triggerer shares.

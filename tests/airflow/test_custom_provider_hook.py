@@ -339,6 +339,12 @@ def test_a_trigger_whose_hook_cannot_be_built_yields_one_error_event(monkeypatch
 
     (payload,) = asyncio.run(run())
     assert payload["status"] == "error" and "cannot import tests.airflow.nope.Hook" in payload["message"]
+    # What only a real triggerer meets: it does not put the DAGs folder on its path (dag.test() runs
+    # the trigger in the task's process, where a hook beside the DAGs imports fine).
+    assert (
+        "the triggerer imports the hook: install it as a package or put it in the plugins folder"
+        in (payload["message"])
+    )
 
 
 # -- the event codec -------------------------------------------------------------------------------
