@@ -120,6 +120,28 @@ def jobs_conn(monkeypatch: pytest.MonkeyPatch, srv: ProviderServer, conn_id: str
     set_conn(monkeypatch, conn_id, conn_type="http", host=srv.url, password=srv.auth_token, extra=extra)
 
 
+async def run_beside_a_ticker(trigger: PaidJobTrigger) -> tuple[list[Any], int, float, int]:
+    """The trigger's events, run beside a task ticking every millisecond: its ticks, the longest
+    stall of the loop between two ticks, and the loop's thread."""
+    ticks, gap, stop = 0, 0.0, asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks, gap
+        last = time.monotonic()
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+            now = time.monotonic()
+            gap, last = max(gap, now - last), now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.01)
+    events = [event.payload async for event in trigger.run()]
+    stop.set()
+    await ticker
+    return events, ticks, gap, threading.get_ident()
+
+
 # -- resolution ------------------------------------------------------------------------------------
 def test_provider_hook_wins_and_reads_no_connection() -> None:
     hook = resolve_provider_hook("no_such_connection", f"{HERE}.JobClientHook")
@@ -254,23 +276,7 @@ def test_the_trigger_runs_a_providers_status_in_a_thread_without_blocking_the_lo
         poll_initial_delay=0.01,
     )
     SlowJobClient.threads.clear()
-
-    async def run() -> tuple[list[Any], int, int]:
-        ticks, stop = 0, asyncio.Event()
-
-        async def tick() -> None:
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        ticker = asyncio.create_task(tick())
-        events = [event.payload async for event in trigger.run()]
-        stop.set()
-        await ticker
-        return events, ticks, threading.get_ident()
-
-    events, ticks, loop_thread = asyncio.run(asyncio.wait_for(run(), timeout=30))
+    events, ticks, _, loop_thread = asyncio.run(asyncio.wait_for(run_beside_a_ticker(trigger), timeout=30))
     assert events == [
         {
             "episode_id": eid,
@@ -305,26 +311,7 @@ def test_the_trigger_builds_a_hook_whose_constructor_blocks_off_the_event_loop(
         provider_hook=f"{HERE}.ConnectionInInitHook",
         poll_initial_delay=0.01,
     )
-
-    async def run() -> tuple[list[Any], float]:
-        gap, stop = 0.0, asyncio.Event()
-
-        async def tick() -> None:
-            nonlocal gap
-            last = time.monotonic()
-            while not stop.is_set():
-                await asyncio.sleep(0.001)
-                now = time.monotonic()
-                gap, last = max(gap, now - last), now
-
-        ticker = asyncio.create_task(tick())
-        await asyncio.sleep(0.01)
-        events = [event.payload async for event in trigger.run()]
-        stop.set()
-        await ticker
-        return events, gap
-
-    events, gap = asyncio.run(asyncio.wait_for(run(), timeout=30))
+    events, _, gap, _ = asyncio.run(asyncio.wait_for(run_beside_a_ticker(trigger), timeout=30))
     assert [(e["status"], e["state"]) for e in events] == [("terminal", "succeeded")]
     assert gap < 0.25, f"the event loop stalled {gap:.2f} s while the hook was built"
 
