@@ -33,7 +33,9 @@ import psycopg
 
 REPO = Path(__file__).resolve().parent.parent
 DAG_FILES = sorted((Path(__file__).resolve().parent / "dags").glob("*.py"))
-DAG_IDS = ("ij_distributed", "ij_no_store")
+DAG_IDS = ("ij_distributed", "ij_no_store", "ij_custom_provider")
+#: The store namespace of the custom-hook DAG, so the main run's checks see only their own episodes.
+CUSTOM_NAMESPACE = "e2e-custom"
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 PG_HOST, PG_PORT, PG_USER = (
     os.environ.get("PGHOST", "127.0.0.1"),
@@ -82,6 +84,9 @@ class Deployment:
     databases: list[str] = field(default_factory=list)
     provider_url: str = ""
     provider_token: str = field(default_factory=lambda: "e2e-" + os.urandom(6).hex())
+    #: The prediction-style API that the custom-hook DAG pays through (example_adapters).
+    prediction_url: str = ""
+    prediction_token: str = field(default_factory=lambda: "e2e-p-" + os.urandom(6).hex())
 
     def __post_init__(self) -> None:
         self.airflow_db = f"ij_e2e_af_{self.tag}"
@@ -133,6 +138,18 @@ class Deployment:
                     | {"schema": self.store_db}
                 ),
                 "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(provider),
+                # The custom-hook DAG: its own namespace of the store, a plain http connection, and
+                # the adapter importable by every process as an installed package would be (the
+                # triggerer imports the hook by its class path; the DAGs folder is not on its path).
+                "AIRFLOW_CONN_IJ_STORE_CUSTOM": json.dumps(
+                    {"conn_type": "postgres", "host": PG_HOST, "port": int(PG_PORT), "login": PG_USER}
+                    | ({"password": os.environ["PGPASSWORD"]} if os.environ.get("PGPASSWORD") else {})
+                    | {"schema": self.store_db, "extra": json.dumps({"namespace": CUSTOM_NAMESPACE})}
+                ),
+                "AIRFLOW_CONN_PREDICTION_API": json.dumps(
+                    {"conn_type": "http", "host": self.prediction_url, "password": self.prediction_token}
+                ),
+                "PYTHONPATH": str(REPO),
                 "IJ_WORKER": name,
                 "PYTHONUNBUFFERED": "1",
             }
@@ -149,7 +166,8 @@ class Deployment:
             for dag_file in DAG_FILES:
                 shutil.copy(dag_file, self.home(name) / "dags" / dag_file.name)
         self._start_provider()
-        say(f"provider server at {self.provider_url}")
+        self._start_prediction_api()
+        say(f"provider server at {self.provider_url}, prediction-style API at {self.prediction_url}")
         started = time.monotonic()
         self.airflow("db", "migrate", timeout=300)
         say(f"metadata database {self.airflow_db} migrated in {time.monotonic() - started:.0f}s")
@@ -197,6 +215,32 @@ class Deployment:
         self.provider_url = proc.stdout.readline().decode().strip()
         if not self.provider_url.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"the provider server did not start: {log.read_text()[-2000:]}")
+
+    def _start_prediction_api(self) -> None:
+        """The example adapter's API in its own process; its first paid call loses its answer."""
+        log = self.workdir / "prediction-api.log"
+        command = [sys.executable, "-m", "example_adapters.prediction_api", "--port", "0"]
+        command += ["--token", self.prediction_token, "--polls-to-finish", "2"]
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log.open("wb"), cwd=REPO, start_new_session=True
+        )
+        self.processes.append(Process("prediction-api", proc, log))
+        assert proc.stdout is not None
+        self.prediction_url = proc.stdout.readline().decode().strip()
+        if not self.prediction_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the prediction-style API did not start: {log.read_text()[-2000:]}")
+        self.prediction_admin("POST", "/_admin/config", {"fault": "drop_after_accept", "fault_times": 1})
+
+    def prediction_admin(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.prediction_url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.prediction_token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
 
     def spawn(self, name: str, command: list[str], env: dict[str, str]) -> None:
         log = self.workdir / f"{name}.log"

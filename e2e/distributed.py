@@ -1,11 +1,13 @@
 """``make e2e-distributed``: a real CeleryExecutor deployment allocates over the turn of 2020/2021.
 
 Starts (on 127.0.0.1) Airflow's api-server, scheduler, dag-processor and triggerer, two Celery
-workers with their own homes, and the local provider server; backfills ``ij_distributed`` from 2020-12-24 to
-2021-01-06 (14 daily runs: 4 in 2020-W52, 7 in 2020-W53, 3 in 2021-W01, up to 7 at a time), whose
-allocation crashes on its first try; and triggers ``ij_no_store`` once, whose store-less allocation
-must be refused on a worker. Then checks that every run owns exactly one episode,
-sequences are contiguous per week, and the provider received exactly one job per episode.
+workers with their own homes, the local provider server and a prediction-style API; backfills
+``ij_distributed`` from 2020-12-24 to 2021-01-06 (14 daily runs: 4 in 2020-W52, 7 in 2020-W53, 3 in
+2021-W01, up to 7 at a time), whose allocation crashes on its first try; triggers ``ij_no_store``
+once, whose store-less allocation must be refused on a worker; and triggers ``ij_custom_provider``
+once, which pays through a custom provider hook (an example adapter) whose first answer is lost,
+polled by the real triggerer. Then checks that every run owns exactly one episode, sequences are
+contiguous per week, and each provider received exactly one job per episode.
 Always stops what it started; prints a short report; exit 0 only if every check held.
 
 Run: ``.venv/bin/python -m e2e.distributed [--keep]`` (``--keep`` leaves the work dir and databases).
@@ -22,10 +24,13 @@ from pathlib import Path
 from types import FrameType
 
 from e2e.deployment import REPO, Deployment, wait_for
-from e2e.verify import Outcome, verify, verify_no_store
+from e2e.verify import Outcome, verify, verify_custom_provider, verify_no_store
 
 DAG_ID = "ij_distributed"
 NO_STORE_DAG_ID = "ij_no_store"
+CUSTOM_DAG_ID = "ij_custom_provider"
+#: The runs triggered once each, besides the backfill.
+ONE_OFF_DAG_IDS = (NO_STORE_DAG_ID, CUSTOM_DAG_ID)
 FROM_DATE, TO_DATE = "2020-12-24", "2021-01-06"
 EXPECTED_RUNS = 14
 MAX_ACTIVE_RUNS = 7
@@ -54,19 +59,22 @@ def run(deployment: Deployment) -> Outcome:
         "--max-active-runs",
         str(MAX_ACTIVE_RUNS),
     )
-    deployment.airflow("dags", "trigger", NO_STORE_DAG_ID)
-    say(f"backfill {FROM_DATE}..{TO_DATE} created, {NO_STORE_DAG_ID} triggered; waiting for their runs")
+    for dag_id in ONE_OFF_DAG_IDS:
+        deployment.airflow("dags", "trigger", dag_id)
+    say(f"backfill {FROM_DATE}..{TO_DATE} created, {', '.join(ONE_OFF_DAG_IDS)} triggered; waiting for their runs")
 
     def finished() -> bool:
         states = deployment.metadata("SELECT state FROM dag_run WHERE dag_id = %s AND run_type = 'backfill'", DAG_ID)
-        no_store = deployment.metadata("SELECT state FROM dag_run WHERE dag_id = %s", NO_STORE_DAG_ID)
-        done = [s for (s,) in states + no_store if s in ("success", "failed")]
-        return len(states) == EXPECTED_RUNS and len(no_store) == 1 and len(done) == EXPECTED_RUNS + 1
+        one_off = deployment.metadata("SELECT state FROM dag_run WHERE dag_id = ANY(%s)", list(ONE_OFF_DAG_IDS))
+        done = [s for (s,) in states + one_off if s in ("success", "failed")]
+        expected = EXPECTED_RUNS + len(ONE_OFF_DAG_IDS)
+        return len(states) == EXPECTED_RUNS and len(one_off) == len(ONE_OFF_DAG_IDS) and len(done) == expected
 
     wait_for(f"{EXPECTED_RUNS} backfill runs to finish", finished, timeout=600, every=2.0)
     say(f"all runs finished in {time.monotonic() - started:.0f}s")
     outcome = verify(deployment, DAG_ID)
     verify_no_store(deployment, NO_STORE_DAG_ID, outcome)
+    verify_custom_provider(deployment, CUSTOM_DAG_ID, outcome)
     return outcome
 
 

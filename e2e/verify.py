@@ -216,3 +216,28 @@ def verify_no_store(deployment: Deployment, dag_id: str, out: Outcome) -> None:
         tries == [("failed", 1)] and len(logs) == 1 and named and not default_stores,
         {"tries": tries, "logs": len(logs), "named": named, "default stores": default_stores},
     )
+
+
+def verify_custom_provider(deployment: Deployment, dag_id: str, out: Outcome) -> None:
+    """The custom-hook run: one prediction for its token although try 1 lost the answer, polled to
+    the end by the real triggerer process (which imported the hook by its class path)."""
+    runs = deployment.metadata("SELECT run_id, state FROM dag_run WHERE dag_id = %s", dag_id)
+    tries = dict(deployment.metadata("SELECT task_id, try_number FROM task_instance WHERE dag_id = %s", dag_id))
+    stats = deployment.prediction_admin("GET", "/_admin/stats")
+    per_token = stats.get("jobs_per_token", {})
+    resumed = [
+        log
+        for name in WORKERS
+        for log in (deployment.home(name) / "logs" / f"dag_id={dag_id}").glob("run_id=*/task_id=generate/attempt=*.log")
+        if "the trigger reported succeeded" in log.read_text(errors="replace")
+    ]
+    triggerer_log = (deployment.workdir / "triggerer.log").read_text(errors="replace")
+    out.expect(
+        "a custom provider hook paid once after a lost answer, polled by the real triggerer",
+        [state for _, state in runs] == ["success"]
+        and tries.get("generate") == 2
+        and list(per_token.values()) == [1]
+        and len(resumed) == 1
+        and "Traceback" not in triggerer_log,
+        {"runs": runs, "tries": tries, "jobs per token": per_token, "resumed": len(resumed)},
+    )
