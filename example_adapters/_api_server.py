@@ -15,19 +15,19 @@ Admin calls, behind the same bearer token, mirror ``airflow_idempotent_jobs.test
 from __future__ import annotations
 
 import argparse
-import base64
 import copy
 import dataclasses
 import json
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final
-from urllib.parse import parse_qs, quote, urlsplit
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar, Final
+from urllib.parse import parse_qs, urlsplit
+
+from airflow_idempotent_jobs.testing._api_switches import ApiSwitches, credential_echo
+from airflow_idempotent_jobs.testing._background import BackgroundServer, ThreadedServer, serve_until_terminated
 
 __all__ = ["FAULTS", "REFUSALS", "Answer", "ApiConfig", "ApiServer", "Progress", "serve_main"]
 
@@ -38,36 +38,13 @@ REFUSALS: Final = {"5xx": 503, "4xx": 422, "429": 429}
 
 
 @dataclass
-class ApiConfig:
-    """Switches common to both servers; all can change at run time (``POST /_admin/config``)."""
+class ApiConfig(ApiSwitches):
+    """Switches common to both servers (those of every local API, and one more); see `ApiSwitches`."""
 
-    #: Offer the listing by metadata token (capability (b)); off, the listing answers 501.
-    lookup: bool = True
+    faults: ClassVar[frozenset[str]] = FAULTS
+
     #: Answer listings with every job, whatever filter was asked (an API that ignores unknown filters).
     ignore_filter: bool = False
-    polls_to_finish: int = 2
-    seconds_to_finish: float | None = None
-    price: float = 1.25
-    #: Fault for the next ``fault_times`` paid calls (-1: all of them).
-    fault: str | None = None
-    fault_times: int = 1
-    slow_seconds: float = 5.0
-    #: The next status calls answer these HTTP codes, one per call.
-    status_errors: list[int] = dataclasses.field(default_factory=list)
-    #: The same for listings by token.
-    lookup_errors: list[int] = dataclasses.field(default_factory=list)
-    #: Repeat the request's credential in every error answer, as careless APIs do (redaction tests).
-    echo_token: bool = False
-
-    def update(self, changes: dict[str, Any]) -> None:
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - known
-        if unknown:
-            raise ValueError(f"unknown config keys {sorted(unknown)}")
-        for name, value in changes.items():
-            if name.endswith("fault") and value is not None and value not in FAULTS:
-                raise ValueError(f"unknown {name} {value!r} (one of {sorted(FAULTS)})")
-            setattr(self, name, list(value) if isinstance(value, list) else value)  # never the caller's list
 
 
 @dataclass
@@ -99,17 +76,6 @@ class Progress:
         return True
 
 
-def take_fault(cfg: ApiConfig, name: str = "fault") -> str | None:
-    """The fault the next call draws (and one fewer left), from the config fields ``name``/``name_times``."""
-    fault = getattr(cfg, name)
-    times = getattr(cfg, f"{name}_times")
-    if fault is None or times == 0:
-        return None
-    if times > 0:
-        setattr(cfg, f"{name}_times", times - 1)
-    return str(fault)
-
-
 def public(job: dict[str, Any]) -> dict[str, Any]:
     """A job as the API shows it: without the server's own ``_`` fields."""
     return {key: copy.deepcopy(value) for key, value in job.items() if not key.startswith("_")}
@@ -119,24 +85,32 @@ def bump(counter: dict[str, int], key: Any) -> None:
     counter[str(key)] = counter.get(str(key), 0) + 1
 
 
-class ApiServer:
+class ApiServer(BackgroundServer):
     """One API on a thread of this process: ``with Server(auth_token=...) as api: api.url``.
 
-    Subclasses set ``config_class``, fill ``counters`` and answer `route` under ``lock``.
+    Subclasses set ``config_class`` and ``per_token`` (the counter of paid jobs per
+    ``metadata.token``), keep their paid jobs in ``jobs`` and answer `route` under ``lock``.
     """
 
     config_class: type[ApiConfig] = ApiConfig
+    per_token: ClassVar[str] = "jobs_per_token"
 
     def __init__(self, *, auth_token: str = "local-api-secret", host: str = "127.0.0.1", port: int = 0, **config: Any):
         self.config = self.config_class()
         self.config.update(config)
         self.auth_token = auth_token
-        self.host = host
         self.lock = threading.Lock()
-        self.counters: dict[str, Any] = {"unauthorized": 0, "status_calls": 0, "lookup_calls": 0}
-        self.stopping = threading.Event()
-        self._http = _HttpServer((host, port), self)
-        self._thread: threading.Thread | None = None
+        #: The paid jobs (a batch API's batches), by id, oldest first.
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.counters: dict[str, Any] = {
+            "unauthorized": 0,
+            "status_calls": 0,
+            "lookup_calls": 0,
+            "submissions": 0,
+            "accepted": 0,
+            self.per_token: {},
+        }
+        super().__init__(_HttpServer((host, port), self), host)
 
     # -- the API, for subclasses ---------------------------------------------------------------
     def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
@@ -149,37 +123,47 @@ class ApiServer:
 
     def snapshot(self) -> dict[str, Any]:
         """What ``GET /_admin/stats`` shows (``lock`` held)."""
-        return copy.deepcopy(self.counters)
+        return {**copy.deepcopy(self.counters), "jobs": {job_id: public(job) for job_id, job in self.jobs.items()}}
 
-    # -- running -------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        return int(self._http.server_address[1])
+    def refusal(self, fault: str | None, message: str) -> Answer | None:
+        """The answer to a call whose ``fault`` refuses it before anything is created, else None."""
+        code = REFUSALS.get(fault or "")
+        return None if code is None else self.error(code, f"{message} (HTTP {code})")
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+    def accept(self, job_id: str, job: dict[str, Any]) -> None:
+        """Keep a new paid job and count it, in all and for its ``metadata.token``."""
+        self.jobs[job_id] = job
+        self.counters["accepted"] += 1
+        bump(self.counters[self.per_token], job["metadata"].get("token"))
 
-    def start(self) -> ApiServer:
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, name=type(self).__name__, daemon=True
-        )
-        self._thread.start()
-        return self
+    def status_refusal(self) -> Answer | None:
+        """Count a status call; the next of ``status_errors`` answers it, if one is queued."""
+        self.counters["status_calls"] += 1
+        if self.config.status_errors:
+            code = self.config.status_errors.pop(0)
+            return self.error(code, f"status refused with HTTP {code}")
+        return None
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self._http.shutdown()
-        self._http.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+    def listing_refusal(self, not_offered: str) -> Answer | None:
+        """Count a listing; the next of ``lookup_errors`` answers it, or 501 with ``lookup`` off."""
+        self.counters["lookup_calls"] += 1
+        if self.config.lookup_errors:
+            code = self.config.lookup_errors.pop(0)
+            return self.error(code, f"listing refused with HTTP {code}")
+        if not self.config.lookup:
+            return self.error(501, not_offered)
+        return None
 
-    def __enter__(self) -> Any:  # Any: the subclass's own type, for its helpers
-        return self.start()
+    def listed(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """The jobs matching the ``metadata.*`` filters of ``query`` (all with ``ignore_filter``), newest first."""
+        wanted = {key[len("metadata.") :]: values[-1] for key, values in query.items() if key.startswith("metadata.")}
+        return [
+            public(job)
+            for job in reversed(self.jobs.values())
+            if self.config.ignore_filter or all(job["metadata"].get(k) == v for k, v in wanted.items())
+        ]
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
+    # -- running and tests -----------------------------------------------------------------------
     def configure(self, **changes: Any) -> None:
         with self.lock:
             self.config.update(changes)
@@ -188,11 +172,19 @@ class ApiServer:
         with self.lock:
             return {**self.snapshot(), "config": dataclasses.asdict(self.config)}
 
+    def accepted(self, token: str | None = None) -> int:
+        """Paid jobs created, in all or for one ``metadata.token``."""
+        with self.lock:
+            if token is None:
+                return int(self.counters["accepted"])
+            return int(self.counters[self.per_token].get(token, 0))
 
-class _HttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a held ("slow") or idle keep-alive handler must not stall stop()
+    def jobs_for(self, token: str) -> list[str]:
+        with self.lock:
+            return sorted(job_id for job_id, job in self.jobs.items() if job["metadata"].get("token") == token)
 
+
+class _HttpServer(ThreadedServer):
     def __init__(self, address: tuple[str, int], api: ApiServer) -> None:
         super().__init__(address, _Handler)
         self.api = api
@@ -247,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the job exists; the client never hears of it
             return
         if answer.fault == "slow":
-            self.server.api.stopping.wait(slow)
+            self.server.stopping.wait(slow)
         if answer.fault == "5xx_after_accept":
             answer = self.server.api.error(500, "internal error after accepting")
         elif answer.fault == "409_after_accept":
@@ -269,13 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
         """With ``echo_token``: the credential this request carried, in every form an API might echo."""
         if not self.server.api.config.echo_token:
             return ""
-        header = self.headers.get("Authorization") or ""
-        bare = header.split(" ", 1)[1] if " " in header else header
-        encoded = base64.b64encode(bare.encode()).decode()
-        return (
-            f" (token {bare} is not valid; url {quote(bare, safe='')}; b64 {encoded}; "
-            f"json {json.dumps(bare)[1:-1]}; header Authorization: {header})"
-        )
+        return credential_echo(self.headers.get("Authorization") or "")
 
 
 def _with_echo(body: Any, echo: str) -> Any:
@@ -290,13 +276,7 @@ def _with_echo(body: Any, echo: str) -> Any:
     return body
 
 
-def serve_main(
-    prog: str,
-    description: str | None,
-    factory: Callable[[argparse.Namespace], ApiServer],
-    argv: Sequence[str] | None,
-    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
-) -> int:
+def serve_main(server_class: type[ApiServer], prog: str, description: str | None, argv: Sequence[str] | None) -> int:
     """``python -m <server> --port 0 ...``: print the URL on the first stdout line, serve until SIGTERM."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--host", default="127.0.0.1")
@@ -307,28 +287,15 @@ def serve_main(
     parser.add_argument("--polls-to-finish", type=int, default=2)
     parser.add_argument("--seconds-to-finish", type=float)
     parser.add_argument("--price", type=float, default=1.25)
-    if add_arguments is not None:
-        add_arguments(parser)
     args = parser.parse_args(argv)
-    server = factory(args)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with server:
-        sys.stdout.write(server.url + "\n")
-        sys.stdout.flush()
-        try:
-            done.wait()
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-def common_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The `ApiConfig` fields `serve_main`'s common options set."""
-    return {
-        "lookup": not args.no_lookup,
-        "echo_token": args.echo_token,
-        "polls_to_finish": args.polls_to_finish,
-        "seconds_to_finish": args.seconds_to_finish,
-        "price": args.price,
-    }
+    server = server_class(
+        auth_token=args.token,
+        host=args.host,
+        port=args.port,
+        lookup=not args.no_lookup,
+        echo_token=args.echo_token,
+        polls_to_finish=args.polls_to_finish,
+        seconds_to_finish=args.seconds_to_finish,
+        price=args.price,
+    )
+    return serve_until_terminated(server)

@@ -24,7 +24,6 @@ fail, an empty ``prompt`` is refused with 400 at creation. ``fault`` applies to 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -33,18 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._api_server import (
-    REFUSALS,
-    Answer,
-    ApiConfig,
-    ApiServer,
-    Progress,
-    bump,
-    common_config,
-    public,
-    serve_main,
-    take_fault,
-)
+from ._api_server import Answer, ApiConfig, ApiServer, Progress, bump, public, serve_main
 
 __all__ = ["BatchApi", "BatchConfig", "main"]
 
@@ -63,12 +51,12 @@ class BatchApi(ApiServer):
 
     config_class = BatchConfig
     config: BatchConfig
+    per_token = "batches_per_token"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.files: dict[str, dict[str, Any]] = {}
-        self.batches: dict[str, dict[str, Any]] = {}
-        self.counters.update(uploads=0, files_per_name={}, submissions=0, accepted=0, batches_per_token={})
+        self.counters.update(uploads=0, files_per_name={})
 
     def error(self, code: int, message: str) -> Answer:
         kind = "server_error" if code >= 500 else "invalid_request_error"
@@ -77,7 +65,6 @@ class BatchApi(ApiServer):
     def snapshot(self) -> dict[str, Any]:
         return {
             **super().snapshot(),
-            "jobs": {batch_id: public(batch) for batch_id, batch in self.batches.items()},
             "files": {file_id: public(f) for file_id, f in self.files.items() if f["purpose"] == "batch"},
         }
 
@@ -97,10 +84,10 @@ class BatchApi(ApiServer):
     # -- files -----------------------------------------------------------------------------------
     def _upload(self, body: Any) -> Answer:
         self.counters["uploads"] += 1
-        fault = take_fault(self.config, "upload_fault")
-        code = REFUSALS.get(fault or "")
-        if code is not None:
-            return self.error(code, f"upload refused before anything was stored (HTTP {code})")
+        fault = self.config.take_fault("upload_fault")
+        refused = self.refusal(fault, "upload refused before anything was stored")
+        if refused is not None:
+            return refused
         if not isinstance(body, dict) or body.get("purpose") != "batch" or not isinstance(body.get("content"), dict):
             return self.error(400, "a file needs purpose 'batch' and an object as content")
         name = body.get("filename")
@@ -122,10 +109,10 @@ class BatchApi(ApiServer):
     # -- batches ---------------------------------------------------------------------------------
     def _create(self, body: Any) -> Answer:
         self.counters["submissions"] += 1
-        fault = take_fault(self.config)
-        code = REFUSALS.get(fault or "")
-        if code is not None:
-            return self.error(code, f"refused before anything was created (HTTP {code})")
+        fault = self.config.take_fault()
+        refused = self.refusal(fault, "refused before anything was created")
+        if refused is not None:
+            return refused
         if not isinstance(body, dict):
             return self.error(400, "the body must be an object")
         source = self.files.get(str(body.get("input_file_id")))
@@ -137,7 +124,7 @@ class BatchApi(ApiServer):
         if source["_content"].get("prompt") == "":
             return self.error(400, "the input's prompt must not be empty")
         batch_id = "batch_" + uuid.uuid4().hex[:20]
-        self.batches[batch_id] = {
+        batch = {
             "id": batch_id,
             "object": "batch",
             "status": PROGRESS.queued,
@@ -150,16 +137,14 @@ class BatchApi(ApiServer):
             "_polls": 0,
             "_started": time.monotonic(),
         }
-        self.counters["accepted"] += 1
-        bump(self.counters["batches_per_token"], metadata.get("token"))
-        return Answer(200, public(self.batches[batch_id]), fault=fault)
+        self.accept(batch_id, batch)
+        return Answer(200, public(batch), fault=fault)
 
     def _get(self, batch_id: str) -> Answer:
-        self.counters["status_calls"] += 1
-        if self.config.status_errors:
-            code = self.config.status_errors.pop(0)
-            return self.error(code, f"status refused with HTTP {code}")
-        batch = self.batches.get(batch_id)
+        refused = self.status_refusal()
+        if refused is not None:
+            return refused
+        batch = self.jobs.get(batch_id)
         if batch is None:
             return self.error(404, f"no such batch {batch_id}")
         content = self.files[batch["input_file_id"]]["_content"]
@@ -175,42 +160,19 @@ class BatchApi(ApiServer):
         return Answer(200, public(batch))
 
     def _list(self, query: dict[str, list[str]]) -> Answer:
-        self.counters["lookup_calls"] += 1
-        if self.config.lookup_errors:
-            code = self.config.lookup_errors.pop(0)
-            return self.error(code, f"listing refused with HTTP {code}")
-        if not self.config.lookup:
-            return self.error(501, "listing batches by metadata is not offered")
-        wanted = {key[len("metadata.") :]: values[-1] for key, values in query.items() if key.startswith("metadata.")}
-        found = [
-            public(batch)
-            for batch in reversed(self.batches.values())  # newest first
-            if self.config.ignore_filter or all(batch["metadata"].get(k) == v for k, v in wanted.items())
-        ]
-        return Answer(200, {"object": "list", "data": found, "has_more": False})
+        refused = self.listing_refusal("listing batches by metadata is not offered")
+        if refused is not None:
+            return refused
+        return Answer(200, {"object": "list", "data": self.listed(query), "has_more": False})
 
     # -- for tests -------------------------------------------------------------------------------
-    def accepted(self, token: str | None = None) -> int:
-        """Batches (the paid jobs) created, in all or for one ``metadata.token``."""
-        with self.lock:
-            if token is None:
-                return int(self.counters["accepted"])
-            return int(self.counters["batches_per_token"].get(token, 0))
-
-    def jobs_for(self, token: str) -> list[str]:
-        with self.lock:
-            return sorted(b_id for b_id, b in self.batches.items() if b["metadata"].get("token") == token)
-
     def uploads_named(self, filename: str) -> int:
         with self.lock:
             return int(self.counters["files_per_name"].get(filename, 0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def factory(args: argparse.Namespace) -> ApiServer:
-        return BatchApi(auth_token=args.token, host=args.host, port=args.port, **common_config(args))
-
-    return serve_main("python -m example_adapters.batch_api", __doc__, factory, argv)
+    return serve_main(BatchApi, "python -m example_adapters.batch_api", __doc__, argv)
 
 
 if __name__ == "__main__":

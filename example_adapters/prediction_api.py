@@ -20,14 +20,13 @@ job fail, an empty ``prompt`` is refused with 422. Faults, switches and ``/_admi
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ._api_server import REFUSALS, Answer, ApiServer, Progress, bump, common_config, public, serve_main, take_fault
+from ._api_server import Answer, ApiServer, Progress, public, serve_main
 
 __all__ = ["PredictionApi", "main"]
 
@@ -38,16 +37,10 @@ PREFIX = "/v1/predictions"
 class PredictionApi(ApiServer):
     """The prediction-style API; ``accepted(token)`` and ``jobs_for(token)`` count what it holds."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.counters.update(submissions=0, accepted=0, jobs_per_token={})
+    per_token = "jobs_per_token"
 
     def error(self, code: int, message: str) -> Answer:
         return Answer(code, {"detail": message})
-
-    def snapshot(self) -> dict[str, Any]:
-        return {**super().snapshot(), "jobs": {job_id: public(job) for job_id, job in self.jobs.items()}}
 
     def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
         if path == PREFIX and method == "POST":
@@ -60,10 +53,10 @@ class PredictionApi(ApiServer):
 
     def _create(self, body: Any) -> Answer:
         self.counters["submissions"] += 1
-        fault = take_fault(self.config)
-        code = REFUSALS.get(fault or "")
-        if code is not None:
-            return self.error(code, f"refused before anything was created (HTTP {code})")
+        fault = self.config.take_fault()
+        refused = self.refusal(fault, "refused before anything was created")
+        if refused is not None:
+            return refused
         if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
             return self.error(422, "input: must be an object")
         metadata = body.get("metadata", {})
@@ -72,7 +65,7 @@ class PredictionApi(ApiServer):
         if body["input"].get("prompt") == "":
             return self.error(422, "input.prompt: must not be empty")
         job_id = "p" + uuid.uuid4().hex[:20]
-        self.jobs[job_id] = {
+        job = {
             "id": job_id,
             "status": PROGRESS.queued,
             "input": body["input"],
@@ -83,15 +76,13 @@ class PredictionApi(ApiServer):
             "_polls": 0,
             "_started": time.monotonic(),
         }
-        self.counters["accepted"] += 1
-        bump(self.counters["jobs_per_token"], metadata.get("token"))
+        self.accept(job_id, job)
         return Answer(201, {"id": job_id, "status": PROGRESS.queued}, fault=fault)
 
     def _get(self, job_id: str) -> Answer:
-        self.counters["status_calls"] += 1
-        if self.config.status_errors:
-            code = self.config.status_errors.pop(0)
-            return self.error(code, f"status refused with HTTP {code}")
+        refused = self.status_refusal()
+        if refused is not None:
+            return refused
         job = self.jobs.get(job_id)
         if job is None:
             return self.error(404, "prediction not found")
@@ -105,38 +96,14 @@ class PredictionApi(ApiServer):
         return Answer(200, public(job))
 
     def _list(self, query: dict[str, list[str]]) -> Answer:
-        self.counters["lookup_calls"] += 1
-        if self.config.lookup_errors:
-            code = self.config.lookup_errors.pop(0)
-            return self.error(code, f"listing refused with HTTP {code}")
-        if not self.config.lookup:
-            return self.error(501, "listing predictions is not offered")
-        wanted = {key[len("metadata.") :]: values[-1] for key, values in query.items() if key.startswith("metadata.")}
-        found = [
-            public(job)
-            for job in reversed(self.jobs.values())  # newest first
-            if self.config.ignore_filter or all(job["metadata"].get(k) == v for k, v in wanted.items())
-        ]
-        return Answer(200, {"results": found, "next": None})
-
-    # -- for tests -----------------------------------------------------------------------------
-    def accepted(self, token: str | None = None) -> int:
-        """Paid jobs created, in all or for one ``metadata.token``."""
-        with self.lock:
-            if token is None:
-                return int(self.counters["accepted"])
-            return int(self.counters["jobs_per_token"].get(token, 0))
-
-    def jobs_for(self, token: str) -> list[str]:
-        with self.lock:
-            return sorted(job_id for job_id, job in self.jobs.items() if job["metadata"].get("token") == token)
+        refused = self.listing_refusal("listing predictions is not offered")
+        if refused is not None:
+            return refused
+        return Answer(200, {"results": self.listed(query), "next": None})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def factory(args: argparse.Namespace) -> ApiServer:
-        return PredictionApi(auth_token=args.token, host=args.host, port=args.port, **common_config(args))
-
-    return serve_main("python -m example_adapters.prediction_api", __doc__, factory, argv)
+    return serve_main(PredictionApi, "python -m example_adapters.prediction_api", __doc__, argv)
 
 
 if __name__ == "__main__":

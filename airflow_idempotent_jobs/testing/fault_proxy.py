@@ -26,9 +26,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
+
+from ._background import BackgroundServer, ThreadedServer
 
 __all__ = ["Exchange", "Fault", "FaultProxy", "RouteMatcher", "refusing_url"]
 
@@ -173,7 +175,7 @@ class Exchange:
         return f"{self.method} {self.path}"
 
 
-class FaultProxy:
+class FaultProxy(BackgroundServer):
     """``with FaultProxy("http://127.0.0.1:8080") as proxy: proxy.arm(Fault.drop()); ... proxy.exchanges()``."""
 
     def __init__(
@@ -193,46 +195,12 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._log: list[Exchange] = []
         self._armed: tuple[Fault, RouteMatcher] | None = None
-        self._server = _ProxyServer((host, 0), self)
-        self._thread: threading.Thread | None = None
-        self.host = host
-
-    # -- lifecycle -------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """The proxy's origin, ``http://127.0.0.1:<port>``."""
-        return f"http://{self.host}:{self.port}"
+        super().__init__(_ProxyServer((host, 0), self), host)
 
     @property
     def base_url(self) -> str:
         """What to give the adapter instead of the API's URL: the proxy's origin and the API's path prefix."""
         return self.url + self._prefix
-
-    def start(self) -> FaultProxy:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fault-proxy", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening, release held answers (their connections close) and end idle connections."""
-        self._server.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._server.close_clients()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- faults and the record -------------------------------------------------------------------
     def arm(self, fault: Fault, when: RouteMatcher | None = None) -> None:
@@ -287,14 +255,10 @@ class FaultProxy:
             conn.close()
 
 
-class _ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a held answer or an idle keep-alive connection must not stall stop()
-
+class _ProxyServer(ThreadedServer):
     def __init__(self, address: tuple[str, int], proxy: FaultProxy) -> None:
         super().__init__(address, _Handler)
         self.proxy = proxy
-        self.stopping = threading.Event()
         self.connection_ids = itertools.count(1)
         self._clients: set[socket.socket] = set()
         self._resets: set[socket.socket] = set()
@@ -323,6 +287,7 @@ class _ProxyServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
     def close_clients(self) -> None:
+        """End idle keep-alive connections (a held answer's connection closes with them)."""
         with self._clients_lock:
             clients = list(self._clients)
         for client in clients:

@@ -34,22 +34,31 @@ header value (for redaction tests).
 from __future__ import annotations
 
 import argparse
-import base64
 import copy
 import dataclasses
 import json
 import os
-import signal
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import parse_qs, urlsplit
+
+from ._api_switches import credential_echo
+from ._background import BackgroundServer, ThreadedServer, serve_until_terminated
+from ._server_config import (
+    FAULTS,
+    LOOKUP_STYLES,
+    TOKEN_HEADER,
+    ServerConfig,
+    server_connection,
+    server_connection_uri,
+    server_provider_config,
+)
 
 if TYPE_CHECKING:
     from ..paid.http import HttpProviderConfig
@@ -63,53 +72,6 @@ __all__ = [
     "server_connection_uri",
     "server_provider_config",
 ]
-
-FAULTS: Final = frozenset({"drop_after_accept", "slow", "5xx", "5xx_after_accept", "4xx", "409_after_accept"})
-TOKEN_HEADER: Final = "Idempotency-Key"
-LOOKUP_STYLES: Final = frozenset({"not_found", "list"})
-#: What a lookup answers when no job carries the token, per style: (status, dotted path, value);
-#: None as the value means an empty list.
-NO_JOB_ANSWER: Final[dict[str, tuple[int, str, str | None]]] = {
-    "not_found": (404, "error.code", "no_job"),
-    "list": (200, "jobs", None),
-}
-
-
-@dataclass
-class ServerConfig:
-    """Behaviour switches; all can change at run time through ``POST /_admin/config``."""
-
-    #: Return the existing job for a known idempotency token (capability (a)).
-    honour_tokens: bool = True
-    #: Offer ``GET /jobs?token=`` (capability (b)).
-    lookup: bool = True
-    #: How a lookup answers: "not_found" (404 with error.code "no_job" when no job has the token)
-    #: or "list" (200 with the list of jobs, empty when none has it). See `server_provider_config`.
-    lookup_style: str = "not_found"
-    polls_to_finish: int = 2
-    seconds_to_finish: float | None = None
-    price: float = 1.25
-    fault: str | None = None
-    fault_times: int = 1
-    slow_seconds: float = 5.0
-    #: The next status calls answer these HTTP codes, one per call (nothing changes on the job).
-    status_errors: list[int] = dataclasses.field(default_factory=list)
-    #: The same for lookups by token.
-    lookup_errors: list[int] = dataclasses.field(default_factory=list)
-    #: Repeat the request's credential in every error answer (see the module docstring).
-    echo_token: bool = False
-
-    def update(self, changes: dict[str, Any]) -> None:
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - known
-        if unknown:
-            raise ValueError(f"unknown config keys {sorted(unknown)}")
-        if changes.get("fault") is not None and changes["fault"] not in FAULTS:
-            raise ValueError(f"unknown fault {changes['fault']!r} (one of {sorted(FAULTS)})")
-        if "lookup_style" in changes and changes["lookup_style"] not in LOOKUP_STYLES:
-            raise ValueError(f"unknown lookup_style {changes['lookup_style']!r} (one of {sorted(LOOKUP_STYLES)})")
-        for name, value in changes.items():
-            setattr(self, name, list(value) if isinstance(value, list) else value)  # never the caller's list
 
 
 class _State:
@@ -146,14 +108,6 @@ class _State:
         tmp = self.state_file.with_name(self.state_file.name + ".tmp")
         tmp.write_text(json.dumps({"jobs": self.jobs, "counters": self.counters}, sort_keys=True))
         os.replace(tmp, self.state_file)
-
-    def take_fault(self) -> str | None:
-        cfg = self.config
-        if cfg.fault is None or cfg.fault_times == 0:
-            return None
-        if cfg.fault_times > 0:
-            cfg.fault_times -= 1
-        return cfg.fault
 
     def advance(self, job: dict[str, Any]) -> None:
         """One status call's worth of progress."""
@@ -201,14 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         """With ``echo_token``: the credential this request carried, in every form an API might echo."""
         if not self.server.state.config.echo_token:  # one attribute read; some replies hold the lock
             return ""
-        header = self.headers.get("Authorization") or ""
-        bare = header.split(" ", 1)[1] if " " in header else header
-        encoded = base64.b64encode(bare.encode()).decode()
-        escaped = json.dumps(bare)[1:-1]
-        return (
-            f" (token {bare} is not valid; url {quote(bare, safe='')}; b64 {encoded}; "
-            f"json {escaped}; header Authorization: {header})"
-        )
+        return credential_echo(self.headers.get("Authorization") or "")
 
     def _authorized(self) -> bool:
         if self.headers.get("Authorization") == f"Bearer {self.server.auth_token}":
@@ -310,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             counters["submissions"] += 1
             per_token = counters["submissions_per_token"]
             per_token[str(token)] = per_token.get(str(token), 0) + 1
-            fault = state.take_fault()
+            fault = state.config.take_fault()
             if fault in ("4xx", "5xx") or body.get("prompt") == "":
                 state.save()
                 if fault == "5xx":
@@ -355,18 +302,14 @@ def _status_answer(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a held ("slow") or idle keep-alive handler must not stall stop()
-
+class _Server(ThreadedServer):
     def __init__(self, address: tuple[str, int], state: _State, auth_token: str) -> None:
         super().__init__(address, _Handler)
         self.state = state
         self.auth_token = auth_token
-        self.stopping = threading.Event()
 
 
-class ProviderServer:
+class ProviderServer(BackgroundServer):
     """The provider server in a background thread; ``with ProviderServer() as srv: srv.url``."""
 
     auth_header: Final = "Authorization"
@@ -384,41 +327,11 @@ class ProviderServer:
         cfg.update(config)
         self.auth_token = auth_token
         self._state = _State(cfg, None if state_file is None else Path(state_file))
-        self._server = _Server((host, port), self._state, auth_token)
-        self._thread: threading.Thread | None = None
-        self.host = host
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        super().__init__(_Server((host, port), self._state, auth_token), host)
 
     @property
     def auth_value(self) -> str:
         return f"Bearer {self.auth_token}"
-
-    def start(self) -> ProviderServer:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="provider-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> ProviderServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def configure(self, **changes: Any) -> None:
         with self._state.lock:
@@ -439,83 +352,6 @@ class ProviderServer:
     def provider_config(self, **overrides: Any) -> HttpProviderConfig:
         """An `HttpProviderConfig` that reads this server's JSON, with its current capabilities."""
         return server_provider_config(self.url, self._state.config, **overrides)
-
-
-def server_provider_config(url: str, config: ServerConfig | None = None, **overrides: Any) -> HttpProviderConfig:
-    """The `HttpProviderConfig` for a provider server at ``url`` behaving as ``config``."""
-    from ..paid.http import HttpProviderConfig
-
-    cfg = config or ServerConfig()
-    values: dict[str, Any] = {
-        "base_url": url,
-        "idempotency_header": TOKEN_HEADER,
-        "tokens_honoured": cfg.honour_tokens,
-        "ref_path": "job.id",
-        "state_path": "job.status",
-        "cost_path": "billing.amount",
-        "result_path": "output",
-        "error_path": "error.message",
-        "state_map": {"rendering": "running"},
-        "read_timeout": 10.0,
-        "connect_retries": 2,
-        "backoff_initial": 0.05,
-        **(_lookup_fields(cfg.lookup_style) if cfg.lookup else {}),
-    }
-    values.update(overrides)
-    return HttpProviderConfig(**_coherent_lookup(values, overrides))
-
-
-def _lookup_fields(style: str) -> dict[str, Any]:
-    """The lookup URL and the declared "no job" answer of the server's lookup style."""
-    status, path, value = NO_JOB_ANSWER[style]
-    return {
-        "lookup_path": "/jobs?token={token}",
-        "lookup_ref_path": "jobs.0.id" if style == "list" else "job.id",
-        "lookup_no_job_status": status,
-        "lookup_no_job_path": path,
-        "lookup_no_job_value": value,
-    }
-
-
-def _coherent_lookup(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    """Without a lookup URL (``lookup_path=None`` given), the lookup answer fields go too, unless given."""
-    if values.get("lookup_path") is None:
-        for name in _lookup_fields("not_found"):
-            if name not in given:
-                values.pop(name, None)
-    return values
-
-
-def server_connection(url: str, token: str, config: ServerConfig | None = None, **extra: Any) -> dict[str, Any]:
-    """The fields of an ``idempotent_jobs_http`` Connection to the server at ``url`` (for ``AIRFLOW_CONN_*``).
-
-    The host carries the base URL, the password the token, the extra the rest of the provider
-    config, updated with ``extra`` as given (unchecked, so a test can also write a broken one).
-    """
-    fields = server_provider_config(url, config).to_dict()
-    del fields["base_url"]
-    merged = _coherent_lookup({**fields, **extra}, extra)
-    return {"conn_type": "idempotent_jobs_http", "host": url, "password": token, "extra": merged}
-
-
-def server_connection_uri(url: str, token: str, config: ServerConfig | None = None, **extra: Any) -> str:
-    """`server_connection` as a Connection URI, where every extra is a string (as Airflow parses URIs).
-
-    Booleans become ``true``/``false``, numbers their text, mappings JSON text; a None extra is left
-    out. ``extra`` values that are strings already are written as given (unchecked).
-    """
-    conn = server_connection(url, token, config, **extra)
-    query = {}
-    for name, value in conn["extra"].items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        elif isinstance(value, (dict, list)):
-            value = json.dumps(value)
-        query[name] = str(value)
-    host = quote(url, safe="")
-    return f"idempotent-jobs-http://:{quote(token, safe='')}@{host}?{urlencode(query)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -545,16 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds_to_finish=args.seconds_to_finish,
         price=args.price,
     )
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with server:
-        sys.stdout.write(server.url + "\n")
-        sys.stdout.flush()
-        try:
-            done.wait()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return serve_until_terminated(server)
 
 
 if __name__ == "__main__":
