@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.server_process import server_process
+
 __all__ = [
     "REPO",
     "Result",
@@ -208,20 +210,8 @@ def fresh_pg_database(request: Any) -> Iterator[str | None]:
 @contextlib.contextmanager
 def provider_server_process(*args: str) -> Iterator[str]:
     """The project's provider server in its own OS process (``--port 0`` plus ``args``): its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()  # the server prints its URL first
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with server_process("airflow_idempotent_jobs.testing.server", *args) as running:
+        yield running.url
 
 
 # -- pytest: reading a run ----------------------------------------------------------------------

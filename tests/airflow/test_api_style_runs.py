@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,6 @@ from typing import Any
 import pytest
 
 from tests.airflow.scenario_process import (
-    REPO,
     Result,
     Scenarios,
     dag_store,
@@ -43,6 +41,7 @@ from tests.airflow.scenario_process import (
     utc,
 )
 from tests.paid.leaks import TOKEN, leaks
+from tests.server_process import server_process
 
 HERE = Path(__file__).resolve().parent
 #: The scenario's fault switches per API: which answers are lost, and a status call answered 503.
@@ -88,20 +87,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 @contextlib.contextmanager
 def api_process(module: str, *args: str) -> Iterator[str]:
     """``python -m example_adapters.<module> --port 0 ...`` in its own OS process: its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", f"example_adapters.{module}", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()  # the server prints its URL first
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with server_process(f"example_adapters.{module}", *args) as running:
+        yield running.url
 
 
 def http_connection(url: str) -> str:

@@ -259,12 +259,13 @@ def test_the_trigger_serializes_the_hook_path_and_round_trips() -> None:
         PaidJobTrigger(**{**kwargs, "provider_hook": "NoDots"})  # type: ignore[arg-type]
 
 
-def test_the_trigger_runs_a_providers_status_in_a_thread_without_blocking_the_loop(
-    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, tmp_path: Path
-) -> None:
+def trigger_for_a_submitted_job(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, tmp_path: Path, label: str, hook: str
+) -> tuple[str, str, PaidJobTrigger]:
+    """A job submitted through ``JobClientHook``, and a trigger polling it through ``hook`` (a class here)."""
     jobs_conn(monkeypatch, server)
     store = open_store(tmp_path / "store")
-    eid = store.allocate("2026-W32", "custom-trigger").episode_id
+    eid = store.allocate("2026-W32", label).episode_id
     provider = JobClientHook(jobs_conn_id="ij_jobs").get_provider()
     ref = SubmissionLedger(store).submit(eid, provider, {"prompt": "p", "units": 2}).submission.remote_ref
     assert ref is not None
@@ -272,8 +273,17 @@ def test_the_trigger_runs_a_providers_status_in_a_thread_without_blocking_the_lo
         episode_id=eid,
         remote_ref=ref,
         provider_conn_id="ij_jobs",
-        provider_hook=f"{HERE}.SlowJobClientHook",
+        provider_hook=f"{HERE}.{hook}",
         poll_initial_delay=0.01,
+    )
+    return eid, ref, trigger
+
+
+def test_the_trigger_runs_a_providers_status_in_a_thread_without_blocking_the_loop(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, tmp_path: Path
+) -> None:
+    eid, ref, trigger = trigger_for_a_submitted_job(
+        monkeypatch, server, tmp_path, "custom-trigger", "SlowJobClientHook"
     )
     SlowJobClient.threads.clear()
     events, ticks, _, loop_thread = asyncio.run(asyncio.wait_for(run_beside_a_ticker(trigger), timeout=30))
@@ -298,18 +308,8 @@ def test_the_trigger_builds_a_hook_whose_constructor_blocks_off_the_event_loop(
 ) -> None:
     # The triggerer runs every deferred task's trigger on one loop: a hook's constructor that waits
     # on a secrets backend must not stall the others.
-    jobs_conn(monkeypatch, server)
-    store = open_store(tmp_path / "store")
-    eid = store.allocate("2026-W32", "custom-trigger-init").episode_id
-    provider = JobClientHook(jobs_conn_id="ij_jobs").get_provider()
-    ref = SubmissionLedger(store).submit(eid, provider, {"prompt": "p", "units": 2}).submission.remote_ref
-    assert ref is not None
-    trigger = PaidJobTrigger(
-        episode_id=eid,
-        remote_ref=ref,
-        provider_conn_id="ij_jobs",
-        provider_hook=f"{HERE}.ConnectionInInitHook",
-        poll_initial_delay=0.01,
+    _, _, trigger = trigger_for_a_submitted_job(
+        monkeypatch, server, tmp_path, "custom-trigger-init", "ConnectionInInitHook"
     )
     events, _, gap, _ = asyncio.run(asyncio.wait_for(run_beside_a_ticker(trigger), timeout=30))
     assert [(e["status"], e["state"]) for e in events] == [("terminal", "succeeded")]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import ProviderServer
 
@@ -27,6 +28,18 @@ CAPABILITIES: dict[str, dict[str, Any]] = {
     "b-lookup": {"honour_tokens": False, "lookup": True},
     "c-neither": {"honour_tokens": False, "lookup": False},
 }
+
+#: The example adapters' paid call (``example_adapters._client``) under each fault of the example APIs:
+#: (fault, error raised, paid jobs the API holds afterwards).
+PAID_CALL_FAULTS: list[tuple[str, type[Exception], int]] = [
+    ("4xx", ProviderRejected, 0),
+    ("429", ProviderUnavailable, 0),
+    ("5xx", ProviderOutcomeUnknown, 0),  # a 5xx does not say whether it created the job
+    ("5xx_after_accept", ProviderOutcomeUnknown, 1),
+    ("409_after_accept", ProviderOutcomeUnknown, 1),
+    ("drop_after_accept", ProviderOutcomeUnknown, 1),
+    ("slow", ProviderOutcomeUnknown, 1),  # past the read timeout
+]
 
 
 def provider_for(server: ProviderServer, **overrides: Any) -> HttpPaidProvider:

@@ -3,9 +3,6 @@ for the paid one; the upload may repeat, the batch never (the crash matrix kills
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +21,8 @@ from airflow_idempotent_jobs.paid import (
 from example_adapters.batch_api import BatchApi
 from example_adapters.batch_style import BatchStyleProvider
 from tests.paid.leaks import TOKEN, WRONG, leaks
-from tests.paid.support import REPO
+from tests.paid.support import PAID_CALL_FAULTS
+from tests.server_process import server_process
 
 T = "aij-2026-W32-0-0123456789abcdef0123456789abcdef"
 REQUEST = {"prompt": "weekly teaser", "units": 2}
@@ -37,16 +35,6 @@ UPLOAD_FAULTS = [
     ("409_after_accept", ProviderUnavailable),
     ("drop_after_accept", ProviderUnavailable),
     ("slow", ProviderUnavailable),
-]
-#: Faults of the batch call: (fault, error raised, batches the API holds afterwards).
-BATCH_FAULTS = [
-    ("4xx", ProviderRejected, 0),
-    ("429", ProviderUnavailable, 0),
-    ("5xx", ProviderOutcomeUnknown, 0),
-    ("5xx_after_accept", ProviderOutcomeUnknown, 1),
-    ("409_after_accept", ProviderOutcomeUnknown, 1),
-    ("drop_after_accept", ProviderOutcomeUnknown, 1),
-    ("slow", ProviderOutcomeUnknown, 1),
 ]
 
 
@@ -99,7 +87,7 @@ def test_an_upload_that_fails_never_sends_the_batch(api: BatchApi, fault: str, e
     assert provider.submit(REQUEST, T) == api.jobs_for(T)[0], "the retry uploads again and pays once"
 
 
-@pytest.mark.parametrize(("fault", "error", "batches"), BATCH_FAULTS)
+@pytest.mark.parametrize(("fault", "error", "batches"), PAID_CALL_FAULTS)  # the batch call
 def test_batch_call_failures_are_classified_and_a_created_batch_is_found(
     api: BatchApi, fault: str, error: type[ProviderError], batches: int
 ) -> None:
@@ -176,20 +164,9 @@ def test_the_token_is_in_no_text_the_adapter_raises(api: BatchApi) -> None:
 
 
 def test_the_api_runs_in_its_own_process_and_prints_its_url() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "example_adapters.batch_api", "--port", "0", "--token", "cli-token-2", "--no-lookup"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
-        provider = BatchStyleProvider(url, "cli-token-2")
+    with server_process("example_adapters.batch_api", "--token", "cli-token-2", "--no-lookup") as running:
+        provider = BatchStyleProvider(running.url, "cli-token-2")
         provider.submit(REQUEST, T)
         with pytest.raises(ProviderError, match="HTTP 501"):
             provider.find(T)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+    assert running.returncode == 0, "SIGTERM ends it cleanly"

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,20 +26,11 @@ from example_adapters.prediction_api import PredictionApi
 from example_adapters.prediction_style import PredictionStyleProvider
 from tests.paid.canned import CannedServer
 from tests.paid.leaks import TOKEN, WRONG, leaks
-from tests.paid.support import REPO
+from tests.paid.support import PAID_CALL_FAULTS
+from tests.server_process import server_process
 
 T = "aij-2026-W32-0-0123456789abcdef0123456789abcdef"
 REQUEST = {"prompt": "weekly teaser", "units": 2}
-#: Submit faults: (fault, error raised, jobs the API holds afterwards).
-SUBMIT_FAULTS = [
-    ("4xx", ProviderRejected, 0),
-    ("429", ProviderUnavailable, 0),
-    ("5xx", ProviderOutcomeUnknown, 0),  # a 5xx does not say whether it created the job
-    ("5xx_after_accept", ProviderOutcomeUnknown, 1),
-    ("409_after_accept", ProviderOutcomeUnknown, 1),
-    ("drop_after_accept", ProviderOutcomeUnknown, 1),
-    ("slow", ProviderOutcomeUnknown, 1),  # past the read timeout
-]
 
 
 @pytest.fixture
@@ -86,7 +74,7 @@ def test_a_failed_prediction_is_failed_with_its_error(api: PredictionApi) -> Non
     assert failed.state is RemoteState.FAILED and failed.error == "the model failed on this input"
 
 
-@pytest.mark.parametrize(("fault", "error", "jobs"), SUBMIT_FAULTS)
+@pytest.mark.parametrize(("fault", "error", "jobs"), PAID_CALL_FAULTS)
 def test_submit_failures_are_classified_and_a_created_job_is_found(
     api: PredictionApi, fault: str, error: type[ProviderError], jobs: int
 ) -> None:
@@ -207,23 +195,12 @@ def test_bad_settings_are_invalid_configuration_naming_the_field(base_url: str, 
 
 
 def test_the_api_runs_in_its_own_process_and_prints_its_url() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "example_adapters.prediction_api", "--port", "0", "--token", "cli-token-1"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
-        provider = PredictionStyleProvider(url, "cli-token-1")
+    with server_process("example_adapters.prediction_api", "--token", "cli-token-1") as running:
+        provider = PredictionStyleProvider(running.url, "cli-token-1")
         ref = provider.submit(REQUEST, T)
         assert provider.find(T) == ref
         import httpx
 
-        stats = httpx.get(url + "/_admin/stats", headers={"Authorization": "Bearer cli-token-1"}).json()
+        stats = httpx.get(running.url + "/_admin/stats", headers={"Authorization": "Bearer cli-token-1"}).json()
         assert stats["jobs_per_token"] == {T: 1} and json.dumps(stats)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+    assert running.returncode == 0, "SIGTERM ends it cleanly"
