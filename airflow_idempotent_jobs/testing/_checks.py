@@ -4,14 +4,13 @@ Two judgments per check. Safety first, from the proxy's record (the truth): an a
 "certainly not sent" (`ProviderUnavailable`) when the API got the paid call, "nothing created"
 (`ProviderRejected`) when the API created the job, or "no job" (``find`` returning None) for a
 token whose job exists, makes the ledger pay twice or lose a billed job. Then precision: the class
-the fault calls for (`Kit._expected_submit`), so that the ledger neither waits for a reconcile it
+the fault calls for (`_verdicts`), so that the ledger neither waits for a reconcile it
 does not need nor retries what it must not.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +19,6 @@ from typing import Any, Final
 from ..paid.provider import (
     PaidProvider,
     ProviderCapabilities,
-    ProviderError,
-    ProviderOutcomeUnknown,
-    ProviderRejected,
-    ProviderUnavailable,
     RemoteState,
     RemoteStatus,
 )
@@ -31,43 +26,24 @@ from ..paid.results import clean_text, redactor, ref_problem
 from ._calls import Outcome, call, class_names
 from ._plan import FaultPlan, PaidRoutes
 from ._report import CheckResult
+from ._verdicts import (
+    TRY_AGAIN,
+    UNAVAILABLE,
+    WHY_NO_JOB,
+    WHY_READ,
+    WHY_REFUSED,
+    Classes,
+    describe_routes,
+    expected_read,
+    expected_submit,
+    same_status,
+    unsafe_submit,
+    why_read,
+)
 from .fault_proxy import Exchange, Fault, FaultProxy, RouteMatcher, refusing_url
 
 __all__ = ["Kit"]
 
-Classes = tuple[type[BaseException], ...]
-UNKNOWN: Final[Classes] = (ProviderOutcomeUnknown,)
-UNAVAILABLE: Final[Classes] = (ProviderUnavailable,)
-REJECTED: Final[Classes] = (ProviderRejected,)
-#: What a read (status, find) may raise for a lost or failed answer: the poll tries again.
-TRY_AGAIN: Final[Classes] = (ProviderUnavailable, ProviderOutcomeUnknown)
-ANY_ERROR: Final[Classes] = (ProviderError,)
-
-WHY_UNKNOWN: Final = (
-    "the API may have created the job, so the submission must stay 'unknown' (a retry finds it or resubmits "
-    "its token); ProviderRejected would mark it failed while a billed job runs, ProviderUnavailable would let "
-    "a retry pay again"
-)
-WHY_REJECTED: Final = (
-    "the API refused the call and created nothing; ProviderRejected records the failure and its reason"
-)
-WHY_429: Final = "the API did not process the call (429); ProviderUnavailable lets a retry send it again at once"
-WHY_REFUSED: Final = "the connection was refused, so nothing was sent; ProviderUnavailable lets a retry send it"
-WHY_FREE: Final = (
-    "the paid call ({paid}) was never sent, so nothing can have been created; ProviderUnavailable lets a retry "
-    "start over (the free call may repeat), ProviderOutcomeUnknown would leave the submission unknown for nothing"
-)
-WHY_FREE_REFUSED: Final = "the API refused a free call before the paid one: nothing was created"
-WHY_PAID_BEFORE: Final = "a paid call of this submit already went through, so the job may exist"
-WHY_READ: Final = (
-    "status and find only read: a lost or failed answer means 'try again' (ProviderUnavailable or "
-    "ProviderOutcomeUnknown, which the poll retries), never a job state"
-)
-WHY_READ_4XX: Final = "an answer that says nothing about the job must raise a ProviderError, never become its state"
-WHY_NO_JOB: Final = (
-    "None promises that no job carries the token, but the API created one (the lost submit's): the ledger "
-    "would submit again and pay twice"
-)
 #: Calls made on the API through the proxy in "status, repeated".
 REPEATS: Final = 3
 _RANK: Final = {RemoteState.PENDING: 0, RemoteState.RUNNING: 1, RemoteState.SUCCEEDED: 2, RemoteState.FAILED: 2}
@@ -92,29 +68,6 @@ def _nth(index: int) -> RouteMatcher:
     """Matches the ``index``-th request after arming (0 = the first)."""
     seen = itertools.count()
     return lambda method, path: next(seen) == index
-
-
-def _routes(exchanges: list[Exchange]) -> str:
-    return ", ".join(f"{e.route} -> {e.upstream_status or 'no answer'}" for e in exchanges) or "no request"
-
-
-def _reads(fault: Fault) -> Classes:
-    """What a read must raise under ``fault``: a refusing 4xx or an unreadable 2xx is any ProviderError
-    (never a job state), the rest 'try again'."""
-    if fault.unreadable:
-        return ANY_ERROR
-    return TRY_AGAIN if fault.forwards or fault.status == 429 else ANY_ERROR
-
-
-def _same(one: RemoteStatus, other: RemoteStatus) -> bool:
-    """Equal answers; two NaN costs are the same answer (NaN is never equal to itself)."""
-    costs = (one.cost, other.cost)
-    same_cost = one.cost == other.cost or all(isinstance(c, float) and math.isnan(c) for c in costs)
-    return same_cost and (one.state, one.result, one.error) == (other.state, other.result, other.error)
-
-
-def _why_read(expected: Classes) -> str:
-    return WHY_READ if expected is TRY_AGAIN else WHY_READ_4XX
 
 
 class Kit:
@@ -177,7 +130,7 @@ class Kit:
         """Why this check tested nothing (the fault never fired, the call hung, the API failed), or None."""
         said = outcome.text(self.redact)
         if not fired:
-            return f"the fault never fired: the call made no such request ({_routes(exchanges)}); it {said}"
+            return f"the fault never fired: the call made no such request ({describe_routes(exchanges)}); it {said}"
         if outcome.timed_out:
             return f"{said}: an adapter needs a read timeout, or a stuck API stalls the task forever"
         broken = [e for e in exchanges if e.upstream_error]
@@ -252,7 +205,8 @@ class Kit:
             count = "no request" if not paid else f"{len(paid)} requests"
             self.fail(
                 name,
-                f"{said}, but sent {count} the kit counts as paid ({self.paid.describe()}) among {_routes(exchanges)}: "
+                f"{said}, but sent {count} the kit counts as paid ({self.paid.describe()}) "
+                f"among {describe_routes(exchanges)}: "
                 "name the one request that creates the billable job with paid=[...]",
             )
             return None
@@ -280,8 +234,8 @@ class Kit:
         sent = [e for e in exchanges if self.paid_request(e) and e.forwarded]
         created = [e for e in sent if 200 <= (e.upstream_status or 0) < 300]
         faulted = next(e for e in exchanges if e.fault)
-        expected, why = self.expected_submit(fault, faulted, exchanges)
-        unsafe = self.unsafe_submit(outcome, sent, created)
+        expected, why = expected_submit(fault, faulted, exchanges, self.paid)
+        unsafe = unsafe_submit(outcome, sent, created, self.caps)
         if unsafe:
             self.fail(name, f"{said}, expected {class_names(expected)}: UNSAFE: {unsafe}")
             return
@@ -292,36 +246,6 @@ class Kit:
             self.ok(name, said)
         else:
             self.fail(name, f"{said}, expected {class_names(expected)}: {why}")
-
-    def unsafe_submit(self, outcome: Outcome, sent: list[Exchange], created: list[Exchange]) -> str | None:
-        if isinstance(outcome.error, ProviderUnavailable) and sent:
-            return (
-                f"ProviderUnavailable says the paid call certainly was not sent, but the API received {sent[0].route}: "
-                "the ledger forgets the attempt and a retry pays again"
-            )
-        if isinstance(outcome.error, ProviderRejected) and created:
-            return (
-                f"ProviderRejected says nothing was created, but the API created the job ({created[0].route} answered "
-                f"HTTP {created[0].upstream_status}): the submission is marked failed while the job runs and is billed"
-            )
-        if len(sent) > 1 and not self.caps.idempotent_tokens:
-            return (
-                f"one submit sent the paid call {len(sent)} times ({_routes(sent)}) without declaring idempotent "
-                f"tokens: up to {len(sent)} billed jobs"
-            )
-        return None
-
-    def expected_submit(self, fault: Fault, faulted: Exchange, exchanges: list[Exchange]) -> tuple[Classes, str]:
-        """The class the fault calls for: by what it did to the paid call, or to a free call before it."""
-        if any(self.paid_request(e) and e.forwarded and e.seq < faulted.seq for e in exchanges):
-            return UNKNOWN, WHY_PAID_BEFORE
-        if self.paid_request(faulted):
-            if fault.forwards:
-                return UNKNOWN, WHY_UNKNOWN
-            return (UNAVAILABLE, WHY_429) if fault.status == 429 else (REJECTED, WHY_REJECTED)
-        if not fault.forwards and fault.status != 429:
-            return (ProviderRejected, ProviderUnavailable), WHY_FREE_REFUSED
-        return UNAVAILABLE, WHY_FREE.format(paid=self.paid.describe())
 
     def judge_ref(self, name: str, ref: Any, token: str, said: str) -> None:
         """A submit that returned despite its fault: fine if it recovered the job of its own token."""
@@ -365,7 +289,7 @@ class Kit:
             if _RANK[after.state] < _RANK[before.state]:
                 self.fail(name, f"the answers went {words}: a job's state never goes back")
                 return
-            if before.state.terminal and not _same(before, after):
+            if before.state.terminal and not same_status(before, after):
                 self.fail(name, f"a finished job's answer changed between calls ({before} then {after})")
                 return
         self.ok(name, words)
@@ -390,14 +314,14 @@ class Kit:
                 self.fail(
                     name,
                     f"{said} although no answer of the API reached it: the {fault.name} fault became the job's state; "
-                    f"expected {class_names(_reads(fault))}: {_why_read(_reads(fault))}",
+                    f"expected {class_names(expected_read(fault))}: {why_read(expected_read(fault))}",
                 )
             return
-        expected = _reads(fault)
+        expected = expected_read(fault)
         if isinstance(outcome.error, expected):
             self.ok(name, said)
         else:
-            self.fail(name, f"{said}, expected {class_names(expected)}: {_why_read(expected)}")
+            self.fail(name, f"{said}, expected {class_names(expected)}: {why_read(expected)}")
 
     # -- find and resubmission -------------------------------------------------------------------
     def lost_submit(self) -> Lost | None:
@@ -412,7 +336,7 @@ class Kit:
         outcome, exchanges, fired = self.through_proxy(Fault.drop(), self.paid, adapter.submit, self.request, token)
         dropped = [e for e in exchanges if e.fault and e.forwarded and 200 <= (e.upstream_status or 0) < 300]
         if not fired or not dropped:
-            self.fail(name, f"the API created no job for the dropped paid call ({_routes(exchanges)})")
+            self.fail(name, f"the API created no job for the dropped paid call ({describe_routes(exchanges)})")
             return None
         ref = outcome.value if outcome.error is None and isinstance(outcome.value, str) else None
         return Lost(token, dropped[0].upstream_body.decode("utf-8", "replace"), ref)
@@ -461,7 +385,7 @@ class Kit:
             self.fail(name, problem)
             return
         said = outcome.text(self.redact)
-        expected = _reads(fault)
+        expected = expected_read(fault)
         if outcome.error is None and outcome.value is None:
             self.fail(name, f"{said}, expected {class_names(expected)}: UNSAFE: {WHY_NO_JOB}")
         elif outcome.error is None:
@@ -472,7 +396,7 @@ class Kit:
         elif isinstance(outcome.error, expected):
             self.ok(name, said)
         else:
-            self.fail(name, f"{said}, expected {class_names(expected)}: {_why_read(expected)}")
+            self.fail(name, f"{said}, expected {class_names(expected)}: {why_read(expected)}")
 
     def resubmit_check(self, lost: Lost) -> None:
         name = "submit again with the token of a lost submit (idempotent tokens)"
