@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TypeVar
+from http.server import BaseHTTPRequestHandler
 
-S = TypeVar("S", bound="BackgroundServer")
+from airflow_idempotent_jobs.testing._background import BackgroundServer as _Background
+from airflow_idempotent_jobs.testing._background import ThreadedServer
 
 
-class BackgroundServer:
+class BackgroundServer(_Background):
     """Serves ``handler`` on ``host`` (a free port) inside a ``with`` block; subclasses give the handler."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler], host: str = "127.0.0.1") -> None:
-        self.host = host
-        self._server = ThreadingHTTPServer((host, 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self._server.server_address[1]}"
-
-    def __enter__(self: S) -> S:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        super().__init__(ThreadedServer((host, 0), handler), host)
