@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
-from airflow_idempotent_jobs.testing._api_switches import ApiSwitches, credential_echo
+from airflow_idempotent_jobs.testing._api_switches import ApiSwitches, credential_echo, send_json
 from airflow_idempotent_jobs.testing._background import BackgroundServer, ThreadedServer, serve_until_terminated
 
 __all__ = ["FAULTS", "REFUSALS", "Answer", "ApiConfig", "ApiServer", "Progress", "serve_main"]
@@ -129,6 +129,12 @@ class ApiServer(BackgroundServer):
         """The answer to a call whose ``fault`` refuses it before anything is created, else None."""
         code = REFUSALS.get(fault or "")
         return None if code is None else self.error(code, f"{message} (HTTP {code})")
+
+    def paid_call(self) -> tuple[str | None, Answer | None]:
+        """Count a paid call and draw its fault; with the answer if that fault refuses it before anything exists."""
+        self.counters["submissions"] += 1
+        fault = self.config.take_fault()
+        return fault, self.refusal(fault, "refused before anything was created")
 
     def accept(self, job_id: str, job: dict[str, Any]) -> None:
         """Keep a new paid job and count it, in all and for its ``metadata.token``."""
@@ -247,15 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = answer.body
         if answer.code >= 400:
             body = _with_echo(body, self._echo())
-        raw = json.dumps(body).encode()
-        self.send_response(answer.code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        try:
-            self.wfile.write(raw)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client is gone (killed while we held the answer)
+        send_json(self, answer.code, body)
 
     def _echo(self) -> str:
         """With ``echo_token``: the credential this request carried, in every form an API might echo."""

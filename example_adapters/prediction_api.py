@@ -52,9 +52,7 @@ class PredictionApi(ApiServer):
         return self.error(404, f"no route {method} {path}")
 
     def _create(self, body: Any) -> Answer:
-        self.counters["submissions"] += 1
-        fault = self.config.take_fault()
-        refused = self.refusal(fault, "refused before anything was created")
+        fault, refused = self.paid_call()
         if refused is not None:
             return refused
         if not isinstance(body, dict) or not isinstance(body.get("input"), dict):

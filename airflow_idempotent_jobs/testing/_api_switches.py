@@ -1,8 +1,9 @@
-"""What a local API does on demand, shared by the provider server (`server`) and the example APIs.
+"""What a local JSON API does on demand, and how it answers: shared by `server` and the example APIs.
 
 The switches (`ApiSwitches`) change at run time through each server's ``POST /_admin/config``; a
 server adds its own fields and the faults it knows in a subclass. `credential_echo` is the text a
-careless API appends to its errors when ``echo_token`` is on (for redaction tests).
+careless API appends to its errors when ``echo_token`` is on (for redaction tests); `send_json`
+writes one answer.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import base64
 import dataclasses
 import json
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-__all__ = ["ApiSwitches", "credential_echo"]
+__all__ = ["ApiSwitches", "credential_echo", "send_json"]
 
 
 @dataclass
@@ -75,3 +77,16 @@ def credential_echo(authorization: str) -> str:
         f" (token {bare} is not valid; url {quote(bare, safe='')}; b64 {encoded}; "
         f"json {json.dumps(bare)[1:-1]}; header Authorization: {authorization})"
     )
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+    """Answer ``body`` as JSON with ``code``; a client already gone only closes the connection."""
+    raw = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(raw)))
+    handler.end_headers()
+    try:
+        handler.wfile.write(raw)
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True  # the client is gone (killed while we held the answer)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-from ._api_switches import credential_echo
+from ._api_switches import credential_echo, send_json
 from ._background import BackgroundServer, ThreadedServer, serve_until_terminated
 from ._server_config import (
     FAULTS,
@@ -141,15 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, code: int, body: Any) -> None:
         if code >= 400 and isinstance(body, dict) and isinstance(body.get("error"), dict):
             body["error"]["message"] = str(body["error"].get("message", "")) + self._echo()
-        raw = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        try:
-            self.wfile.write(raw)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client is gone (killed while we held the answer)
+        send_json(self, code, body)
 
     def _echo(self) -> str:
         """With ``echo_token``: the credential this request carried, in every form an API might echo."""
