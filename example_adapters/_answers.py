@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown
 
 from ._client import job_ref
 
-__all__ = ["METADATA_KEY", "as_cost", "ours", "redacted_json"]
+__all__ = ["METADATA_KEY", "as_cost", "ours"]
 
 #: The metadata field that carries the ledger's idempotency token on a job.
 METADATA_KEY: Final = "token"
@@ -26,17 +26,6 @@ def as_cost(value: Any) -> float | None:
         return float(value)
     except (ValueError, OverflowError):
         return math.nan
-
-
-def redacted_json(value: Any, redact: Callable[[str], str]) -> Any:
-    """``value`` (parsed JSON) with every string in it, keys included, redacted."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [redacted_json(item, redact) for item in value]
-    if isinstance(value, dict):
-        return {redact(str(key)): redacted_json(item, redact) for key, item in value.items()}
-    return value
 
 
 def ours(jobs: Any, token: str, *, more: bool, where: str) -> str | None:

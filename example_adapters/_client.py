@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from airflow_idempotent_jobs import safe_json
 from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
 from airflow_idempotent_jobs.paid.backoff import doubling
-from airflow_idempotent_jobs.paid.http import REDACTED, secret_forms
+from airflow_idempotent_jobs.paid.http import Redactor
 
 __all__ = ["JsonClient", "job_ref"]
 
@@ -60,16 +59,19 @@ class JsonClient:
         self.base_url = base_url.rstrip("/")
         header = f"{auth_scheme} {api_token}" if auth_scheme else api_token
         self._headers = {"Authorization": header}
-        forms = secret_forms(header)
-        self.secret_forms: tuple[str, ...] = forms
-        self._pattern = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE) if forms else None
+        self._redactor = Redactor([header])
+        self.secret_forms: tuple[str, ...] = self._redactor.forms
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._retries = connect_retries
         self._backoff = (backoff_initial, backoff_max)
 
     def redact(self, text: str) -> str:
         """``text`` with the credential replaced by ``<redacted>`` in every form it may take."""
-        return self._pattern.sub(REDACTED, text) if self._pattern is not None else text
+        return self._redactor.text(text)
+
+    def redact_json(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with the credential redacted from every string in it, keys included."""
+        return self._redactor.json(value)
 
     def call(
         self,

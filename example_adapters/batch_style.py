@@ -46,7 +46,7 @@ from airflow_idempotent_jobs.paid import (
     RemoteStatus,
 )
 
-from ._answers import METADATA_KEY, as_cost, ours, redacted_json
+from ._answers import METADATA_KEY, as_cost, ours
 from ._client import JsonClient, job_ref
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class BatchStyleProvider:
         output = job_ref(answer.get("output_file_id"))
         if state is RemoteState.SUCCEEDED and output is not None:
             path = f"/v1/files/{quote(output, safe='')}/content"
-            result = redacted_json(self._client.call("GET", path, "output", strict_numbers=False), self.redact)
+            result = self._client.redact_json(self._client.call("GET", path, "output", strict_numbers=False))
         return RemoteStatus(
             state=state,
             cost=as_cost(usage.get("cost") if isinstance(usage, dict) else None),

@@ -29,7 +29,7 @@ from airflow_idempotent_jobs.paid import (
     RemoteStatus,
 )
 
-from ._answers import METADATA_KEY, as_cost, ours, redacted_json
+from ._answers import METADATA_KEY, as_cost, ours
 from ._client import JsonClient, job_ref
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class PredictionStyleProvider:
         return RemoteStatus(
             state=STATES[word],
             cost=as_cost(metrics.get("cost") if isinstance(metrics, dict) else None),
-            result=redacted_json(answer.get("output"), self.redact),
+            result=self._client.redact_json(answer.get("output")),
             error=None if error is None else self.redact(str(error)),
         )
 

@@ -42,7 +42,7 @@ from .provider import (
     RemoteStatus,
 )
 
-__all__ = ["DEFAULT_STATE_MAP", "REDACTED", "HttpPaidProvider", "HttpProviderConfig", "secret_forms"]
+__all__ = ["DEFAULT_STATE_MAP", "REDACTED", "HttpPaidProvider", "HttpProviderConfig", "Redactor", "secret_forms"]
 
 log = logging.getLogger(__name__)
 
