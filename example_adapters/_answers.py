@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -10,22 +9,10 @@ from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown
 
 from ._client import job_ref
 
-__all__ = ["METADATA_KEY", "as_cost", "ours"]
+__all__ = ["METADATA_KEY", "ours"]
 
 #: The metadata field that carries the ledger's idempotency token on a job.
 METADATA_KEY: Final = "token"
-
-
-def as_cost(value: Any) -> float | None:
-    """The reported cost as a float; what is no number is NaN, which the ledger keeps as a cost anomaly."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return math.nan
-    try:
-        return float(value)
-    except (ValueError, OverflowError):
-        return math.nan
 
 
 def ours(jobs: Any, token: str, *, more: bool, where: str) -> str | None:

@@ -44,9 +44,10 @@ from airflow_idempotent_jobs.paid import (
     ProviderUnavailable,
     RemoteState,
     RemoteStatus,
+    reported_cost,
 )
 
-from ._answers import METADATA_KEY, as_cost, ours
+from ._answers import METADATA_KEY, ours
 from ._client import JsonClient, job_ref
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class BatchStyleProvider:
             result = self._client.redact_json(self._client.call("GET", path, "output", strict_numbers=False))
         return RemoteStatus(
             state=state,
-            cost=as_cost(usage.get("cost") if isinstance(usage, dict) else None),
+            cost=reported_cost(usage.get("cost") if isinstance(usage, dict) else None),
             result=result,
             error=_errors(answer.get("errors"), self.redact) if state is RemoteState.FAILED else None,
         )

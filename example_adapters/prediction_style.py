@@ -27,9 +27,10 @@ from airflow_idempotent_jobs.paid import (
     ProviderOutcomeUnknown,
     RemoteState,
     RemoteStatus,
+    reported_cost,
 )
 
-from ._answers import METADATA_KEY, as_cost, ours
+from ._answers import METADATA_KEY, ours
 from ._client import JsonClient, job_ref
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class PredictionStyleProvider:
         error = answer.get("error")
         return RemoteStatus(
             state=STATES[word],
-            cost=as_cost(metrics.get("cost") if isinstance(metrics, dict) else None),
+            cost=reported_cost(metrics.get("cost") if isinstance(metrics, dict) else None),
             result=self._client.redact_json(answer.get("output")),
             error=None if error is None else self.redact(str(error)),
         )

@@ -18,6 +18,7 @@ from .provider import (
     ProviderUnavailable,
     RemoteState,
     RemoteStatus,
+    reported_cost,
 )
 from .results import DEFAULT_RESULT_LIMIT, Bounded, bound_result, clean_text
 
@@ -44,6 +45,7 @@ __all__ = [
     "checked_amount",
     "clean_text",
     "idempotency_token",
+    "reported_cost",
     "request_fingerprint",
     "wait_for_terminal",
 ]

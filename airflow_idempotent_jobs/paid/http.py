@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import ssl
 import time
 from collections.abc import Iterator, Mapping
@@ -40,6 +39,7 @@ from .provider import (
     ProviderUnavailable,
     RemoteState,
     RemoteStatus,
+    reported_cost,
 )
 
 __all__ = ["DEFAULT_STATE_MAP", "REDACTED", "HttpPaidProvider", "HttpProviderConfig", "Redactor", "secret_forms"]
@@ -191,7 +191,7 @@ class HttpPaidProvider:
         mapping = {**DEFAULT_STATE_MAP, **cfg.state_map}
         if not isinstance(word, str) or word not in mapping:
             raise ProviderError(f"status answer has state {_short(word)} at {cfg.state_path!r}; map it in state_map")
-        cost_value = _cost(_dig(data, cfg.cost_path) if cfg.cost_path else None)
+        cost_value = reported_cost(_dig(data, cfg.cost_path) if cfg.cost_path else None)
         error = _dig(data, cfg.error_path) if cfg.error_path else None
         return RemoteStatus(
             state=RemoteState(mapping[word]),
@@ -304,22 +304,6 @@ class HttpPaidProvider:
         tries = self.config.connect_retries + 1
         reason = self.redact(str(exc)) or type(exc).__name__
         return ProviderUnavailable(f"{method} {_safe(url)}: not reachable after {tries} tries ({reason})")
-
-
-def _cost(value: Any) -> float | None:
-    """The reported cost as a float; what is no number (text, a bool, an object) is NaN.
-
-    The ledger records NaN, an infinity or a negative figure as a cost anomaly and keeps the job:
-    a provider's odd billing field must never stop a paid job from being settled.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return math.nan
-    try:
-        return float(value)
-    except (ValueError, OverflowError):
-        return math.nan
 
 
 @functools.cache

@@ -37,6 +37,7 @@ __all__ = [
     "decode_event",
     "encode_error_event",
     "encode_status_event",
+    "reported_cost",
 ]
 
 
@@ -65,6 +66,22 @@ class RemoteStatus:
     result: Any = None
     #: The provider's error text for a ``failed`` job.
     error: str | None = None
+
+
+def reported_cost(value: Any) -> float | None:
+    """A provider's billing field as `RemoteStatus.cost`: None when absent; what is no number is NaN.
+
+    The ledger records NaN, an infinity or a negative figure as a cost anomaly and keeps the job:
+    a provider's odd billing field (text, a bool, an object) must never stop a paid job from settling.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return math.nan
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return math.nan
 
 
 @dataclass(frozen=True)
