@@ -2,19 +2,20 @@
 
 The description goes into the provider info (``config``), so Airflow documents the options, lists
 them in ``airflow config list`` and accepts ``AIRFLOW__IDEMPOTENT_JOBS__<OPTION>`` (and, for the
-sensitive ``store``, ``..._SECRET`` and ``..._CMD``). Task code reads the options through Airflow's
-configuration API, never the metadata database. Importing this module imports nothing of Airflow.
+sensitive ``store``, ``..._SECRET`` and ``..._CMD``). Task code reads the options with
+`operators._settings.setting`, through Airflow's configuration API, never the metadata database.
+This module is data only: it imports nothing of Airflow (the providers manager imports it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["SECTION", "airflow_conf", "config_description", "env_name", "setting"]
+__all__ = ["OPTIONS", "SECTION", "config_description", "env_name"]
 
 SECTION: Final = "idempotent_jobs"
 
-_OPTIONS: Final[dict[str, dict[str, Any]]] = {
+OPTIONS: Final[dict[str, dict[str, Any]]] = {
     "store": {
         "description": (
             "The episode store of every operator that names none (no store= and no store_conn_id=): "
@@ -58,7 +59,7 @@ def config_description() -> dict[str, Any]:
     return {
         SECTION: {
             "description": "Deployment-wide defaults of the airflow-idempotent-jobs operators.\n",
-            "options": {name: dict(option) for name, option in _OPTIONS.items()},
+            "options": {name: dict(option) for name, option in OPTIONS.items()},
         }
     }
 
@@ -66,22 +67,3 @@ def config_description() -> dict[str, Any]:
 def env_name(option: str) -> str:
     """The environment variable that sets ``option``: ``AIRFLOW__IDEMPOTENT_JOBS__STORE``."""
     return f"AIRFLOW__{SECTION.upper()}__{option.upper()}"
-
-
-def setting(option: str) -> str | None:
-    """The option's value from Airflow's configuration, stripped; None when unset or empty."""
-    if option not in _OPTIONS:
-        raise KeyError(option)
-    conf = airflow_conf()
-    value = conf.get(SECTION, option, fallback="")
-    text = value.strip() if isinstance(value, str) else ""
-    return text or None
-
-
-def airflow_conf() -> Any:
-    """Airflow's configuration as task code may read it (the Task SDK's parser on Airflow >= 3.1)."""
-    try:
-        from airflow.sdk import conf
-    except ImportError:  # pragma: no cover - older Airflow
-        from airflow.configuration import conf  # type: ignore[assignment,no-redef,unused-ignore]
-    return conf

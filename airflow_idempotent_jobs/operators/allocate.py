@@ -184,7 +184,8 @@ class AllocateEpisodeOperator(StoreOperator):
             return dag_zone, "the DAG"
         from ..errors import InvalidConfiguration, InvalidIdentifier
         from ..identity import resolve_timezone
-        from ..provider_config import SECTION, env_name, setting
+        from ..provider_config import SECTION, env_name
+        from ._settings import setting
 
         configured = setting("timezone")
         if configured is not None:
