@@ -14,7 +14,10 @@ from .errors import IllegalTransition, InvalidIdentifier, StoreCorrupted
 from .identity import EpisodeId, validate_allocation_key, validate_fingerprint
 
 __all__ = [
+    "APPROVAL_EVENTS",
     "SCHEMA_VERSION",
+    "Approval",
+    "Decision",
     "Episode",
     "EpisodeStatus",
     "OmittedResult",
@@ -37,6 +40,8 @@ class EpisodeStatus(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: A person said no before anything was spent (`approval`); final.
+    REJECTED = "rejected"
 
 
 class SubmissionState(str, enum.Enum):
@@ -237,6 +242,69 @@ _TEXT_FIELDS: Final = (
 _LATER_FIELDS: Final = ("request_fingerprint", "cost_anomaly", "result_omitted")
 
 
+class Decision(str, enum.Enum):
+    """A human's answer on spending for one episode; final once recorded."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+#: Events of an approval's history: questions asked, then at most one decision.
+APPROVAL_EVENTS: Final = frozenset({"asked", "approved", "rejected"})
+_ENTRY_FIELDS: Final = frozenset({"event", "by", "at", "comment", "via"})
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Where an episode's gate stands: no decision yet, approved or rejected, and how it got there."""
+
+    decision: Decision | None = None
+    #: Who decided (the HITL response's user, the CLI's ``--by``, or the legacy record's approver).
+    by: str | None = None
+    at: str | None = None
+    comment: str | None = None
+    #: How the decision arrived: ``airflow`` (a HITL answer), ``cli`` or ``migration``.
+    via: str | None = None
+    #: Every event, oldest first: ``{"event", "by", "at", "comment", "via"}``.
+    history: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["decision"] = None if self.decision is None else self.decision.value
+        data["history"] = [dict(item) for item in self.history]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object) -> Approval:
+        """The inverse of `to_dict`; anything else is `ValueError`."""
+        if not isinstance(data, Mapping):
+            raise ValueError("approval is not a JSON object")
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"approval has unknown fields {sorted(unknown)}")
+        for name in ("by", "at", "comment", "via"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"approval {name} must be text or null, not {type(data[name]).__name__}")
+        history = data.get("history", [])
+        if not isinstance(history, (list, tuple)):
+            raise ValueError("approval history must be a list")
+        for item in history:
+            if not isinstance(item, Mapping) or set(item) != _ENTRY_FIELDS or item["event"] not in APPROVAL_EVENTS:
+                raise ValueError(f"approval history entry {item!r:.120} is not an event")
+        decision = data.get("decision")
+        approval = cls(
+            decision=None if decision is None else Decision(decision),
+            by=data.get("by"),
+            at=data.get("at"),
+            comment=data.get("comment"),
+            via=data.get("via"),
+            history=tuple(dict(item) for item in history),
+        )
+        if approval.decision is not None and (approval.by is None or approval.at is None):
+            raise ValueError("a recorded decision needs by and at")
+        return approval
+
+
 @dataclass(frozen=True)
 class Episode:
     """One job: the unique result of allocating a key in a week."""
@@ -254,14 +322,20 @@ class Episode:
     submission: Submission = field(default_factory=Submission)
     #: Free-form facts kept with the job (migration records, operator notes).
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The human gate before spending (`approval`): empty until someone is asked.
+    approval: Approval = field(default_factory=Approval)
 
     @property
     def id(self) -> EpisodeId:
         return EpisodeId.parse(self.episode_id)
 
     def to_record(self) -> dict[str, Any]:
-        """The persisted form (no ``reused``), with ``schema_version``."""
-        return {
+        """The persisted form (no ``reused``), with ``schema_version``.
+
+        ``approval`` is written only once something was asked or decided: a record written before
+        approvals existed reads back and writes out unchanged.
+        """
+        record = {
             "schema_version": SCHEMA_VERSION,
             "episode_id": self.episode_id,
             "week_id": self.week_id,
@@ -274,12 +348,16 @@ class Episode:
             "submission": self.submission.to_dict(),
             "metadata": dict(self.metadata),
         }
+        if self.approval != Approval():
+            record["approval"] = self.approval.to_dict()
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON form: the field names of `Episode`."""
         data = self.to_record()
         del data["schema_version"]
         data["reused"] = self.reused
+        data["approval"] = self.approval.to_dict()
         return data
 
     @classmethod
@@ -313,6 +391,7 @@ class Episode:
                 updated_at=data.get("updated_at"),
                 submission=Submission.from_dict({} if data.get("submission") is None else data["submission"]),
                 metadata=dict(metadata or {}),
+                approval=Approval() if data.get("approval") is None else Approval.from_dict(data["approval"]),
             )
         except StoreCorrupted:
             raise

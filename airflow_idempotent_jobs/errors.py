@@ -11,7 +11,9 @@ from typing import ClassVar
 
 __all__ = [
     "AllocationConflict",
+    "ApprovalRequired",
     "BudgetExceeded",
+    "DecisionConflict",
     "EpisodeNotFound",
     "IdempotentJobsError",
     "IllegalTransition",
@@ -125,6 +127,41 @@ class SubmissionStateUnknown(IdempotentJobsError):
             f"episode {episode_id}: the provider may already have accepted this submission{extra}; "
             f"refusing to submit again. Settle it with: {self.command}"
         )
+
+
+class DecisionConflict(IdempotentJobsError):
+    """An approval decision that contradicts the one recorded (a decision is final)."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, episode_id: str, current: str, wanted: str, by: str | None, at: str | None) -> None:
+        self.episode_id = episode_id
+        self.current = current
+        self.wanted = wanted
+        who = f" by {by} at {at}" if by and at else ""
+        super().__init__(
+            f"episode {episode_id}: cannot record {wanted}: it is already {current}{who}; a decision is final "
+            "(to ask again, allocate a new episode with a new allocation key)"
+        )
+
+
+class ApprovalRequired(IdempotentJobsError):
+    """A paid step that requires an approved episode found none; nothing was read or sent."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, episode_id: str, reason: str, *, rejected: bool = False) -> None:
+        self.episode_id = episode_id
+        self.reason = reason
+        self.rejected = rejected
+        hint = (
+            "a decision is final (to ask again, allocate a new episode with a new allocation key)"
+            if rejected
+            else f"approve it in Airflow or with: idempotent-jobs approve {episode_id} --by NAME"
+        )
+        super().__init__(f"episode {episode_id}: approval required before spending, but {reason}; {hint}")
 
 
 class BudgetExceeded(IdempotentJobsError):

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, Union
 
+from .. import approval
 from ..allocation import decide, new_episode, sole_holder
 from ..check import CheckReport, EpisodeRule
-from ..episode import Episode
+from ..episode import Decision, Episode
 from ..errors import EpisodeNotFound
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 
@@ -126,6 +127,29 @@ class EpisodeStore(abc.ABC):
         then nothing is written. It must not change the episode's identity.
         """
         return self._update(episode_id, lambda episode, _week: change(episode), read_week=False)
+
+    def decide(
+        self,
+        episode_id: EpisodeLike,
+        decision: Decision | str,
+        *,
+        by: str,
+        via: str,
+        comment: str | None = None,
+    ) -> Episode:
+        """Record a human's approval decision under the lock; the same decision again changes nothing.
+
+        A different decision already recorded is `DecisionConflict` (a decision is final), and so
+        is rejecting an episode whose paid call has started.
+        """
+        wanted = Decision(decision)
+        return self.update(
+            episode_id, lambda episode: approval.decided(episode, wanted, by=by, via=via, comment=comment)
+        )
+
+    def ask(self, episode_id: EpisodeLike, *, by: str, via: str) -> Episode:
+        """Record that a decision was asked for (by a task instance); a decided episode is unchanged."""
+        return self.update(episode_id, lambda episode: approval.asked(episode, by=by, via=via))
 
     def update_in_week(
         self, episode_id: EpisodeLike, change: Callable[[Episode, builtins.list[Episode]], Episode]
