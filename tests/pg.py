@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-__all__ = ["PgServer", "pg_database", "pg_server", "pg_url", "spawn_together"]
+__all__ = ["PgServer", "insert_before_approvals", "pg_database", "pg_server", "pg_url", "spawn_together"]
 
 _OURS = re.compile(r"ij_(?:tpl|t)_([0-9]+)_[0-9a-f]+(?:_[0-9]+)?")
 
@@ -32,6 +32,25 @@ def pg_url(dbname: str) -> str:
     host = os.environ.get("PGHOST", "127.0.0.1")
     port = os.environ.get("PGPORT", "5432")
     return f"postgresql://{auth}@{host}:{port}/{dbname}"
+
+
+def insert_before_approvals(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
+    """Insert ``episode`` as schema versions 1 and 2 stored it (no ``approval`` column): for upgrade tests."""
+    from airflow_idempotent_jobs.stores.pg_session import row_values
+
+    values = row_values(namespace, episode)
+    del values["approval"]
+    columns = ", ".join(values)
+    placeholders = ", ".join(
+        f'%({name})s::"{schema}".submission_state' if name == "submission_state" else f"%({name})s" for name in values
+    )
+    conn.execute(
+        f'INSERT INTO "{schema}".weeks VALUES (%(namespace)s, %(week_id)s, %(sequence)s)'
+        " ON CONFLICT (namespace, week_id) DO UPDATE SET highest_sequence ="
+        " greatest(weeks.highest_sequence, excluded.highest_sequence)",
+        values,
+    )
+    conn.execute(f'INSERT INTO "{schema}".episodes ({columns}) VALUES ({placeholders})', values)
 
 
 def spawn_together(target: Callable[..., None], args: list[tuple[Any, ...]], timeout: float) -> list[Any]:

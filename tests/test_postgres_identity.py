@@ -24,14 +24,14 @@ from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.paid.ledger import SubmissionLedger, idempotency_token
 from airflow_idempotent_jobs.stores import pg_schema
-from airflow_idempotent_jobs.stores.pg_session import IDENTITY_RE, row_values, statements
+from airflow_idempotent_jobs.stores.pg_session import IDENTITY_RE
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 from tests.clirun import run_cli, run_python
 from tests.paid.support import jobs_for, provider_for
-from tests.pg import PgServer, pg_url, spawn_together
+from tests.pg import PgServer, insert_before_approvals, pg_url, spawn_together
 
 pytestmark = pytest.mark.postgres
 
@@ -182,10 +182,9 @@ def _version_1_store(url: str, token: str) -> None:
     )
     episode = dataclasses.replace(episode, submission=submission, status=EpisodeStatus.RUNNING)
     other = new_episode(WeekId.parse("2026-W30"), 0, "team-b:first", None)
-    sql = statements("idempotent_jobs")
     with psycopg.connect(url) as conn:
-        conn.execute(sql.insert, row_values("default", episode))
-        conn.execute(sql.insert, row_values("team-b", other))
+        insert_before_approvals(conn, "default", episode)
+        insert_before_approvals(conn, "team-b", other)
 
 
 def _upgrade(url: str, barrier: Any, results: Any) -> None:
@@ -206,13 +205,15 @@ def test_an_upgraded_store_keeps_the_recorded_token_and_resumes_with_it(empty_da
         first_job = provider.submit(REQUEST, old_token)  # the dead submitter's call reached the provider
 
         with open_store(empty_database) as store:
-            assert check_store(store)[0].message.startswith("schema version 1; this code uses version 2")
+            assert check_store(store)[0].message.startswith(
+                f"schema version 1; this code uses version {pg_schema.LATEST_VERSION}"
+            )
         # Four processes upgrade at once: the migration runs once and they all see one identity.
         got = spawn_together(_upgrade, [(empty_database,)] * 4, timeout=60)
         assert len(set(got)) == 1 and IDENTITY_RE.fullmatch(got[0]), got
         with psycopg.connect(empty_database) as conn:
             versions = conn.execute("SELECT version FROM idempotent_jobs.schema_version ORDER BY 1").fetchall()
-            assert versions == [(1,), (2,)]
+            assert versions == [(v,) for v in range(1, pg_schema.LATEST_VERSION + 1)]
             namespaces = conn.execute("SELECT namespace FROM idempotent_jobs.store_identity ORDER BY 1").fetchall()
             assert namespaces == [("default",), ("team-b",)]
 

@@ -123,7 +123,8 @@ class Tables:
 
 
 #: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
-JSON_COLUMNS: Final = ("submission", "metadata")
+#: ``approval`` (version 3) is NULL for an episode nobody was asked about.
+JSON_COLUMNS: Final = ("submission", "metadata", "approval")
 
 
 def episode_columns(episodes: Table) -> list[ColumnElement[Any]]:
@@ -170,6 +171,7 @@ def tables(schema: str) -> Tables:
             Column("submission", JSONB, nullable=False),
             Column("metadata", JSONB, nullable=False),
             Column("schema_version", Integer, nullable=False),
+            Column("approval", JSONB),
         ),
         submission_transitions=Table(
             "submission_transitions",

@@ -19,7 +19,14 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ..episode import SCHEMA_VERSION, Episode
-from ..errors import AllocationConflict, EpisodeNotFound, IllegalTransition, InvalidIdentifier, StoreCorrupted
+from ..errors import (
+    AllocationConflict,
+    DecisionConflict,
+    EpisodeNotFound,
+    IllegalTransition,
+    InvalidIdentifier,
+    StoreCorrupted,
+)
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
 
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IDENTITY_CHANGED",
     "IDENTITY_RE",
+    "DECISION_CHANGED",
     "ILLEGAL_TRANSITION",
     "STORE_IDENTITY_CHANGED",
     "PostgresSession",
@@ -36,10 +44,12 @@ __all__ = [
     "statements",
 ]
 
-#: SQLSTATEs raised by the guard triggers of migrations 0001 and 0002.
+#: SQLSTATEs raised by the guard triggers of migrations 0001, 0002 and 0003.
 ILLEGAL_TRANSITION = "IJ001"
 IDENTITY_CHANGED = "IJ002"
 STORE_IDENTITY_CHANGED = "IJ003"
+#: A recorded approval decision changed or went away, or its history lost an entry.
+DECISION_CHANGED = "IJ004"
 #: A store identity: 128 random bits in hex (the schema's check constraint says the same).
 IDENTITY_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -63,10 +73,13 @@ def statements(schema: str) -> Statements:
     s = pg_schema.quote_schema(schema)
     columns = (
         "namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, "
-        "created_at, updated_at, submission_state, submission, metadata, schema_version"
+        "created_at, updated_at, submission_state, submission, metadata, schema_version, approval"
     )
     # The JSON columns as text: `safe_json` parses them, row by row (`PostgresEpisodeStore.episode_from_row`).
-    read = columns.replace("submission, metadata", "submission::text AS submission, metadata::text AS metadata")
+    read = columns.replace(
+        "submission, metadata, schema_version, approval",
+        "submission::text AS submission, metadata::text AS metadata, schema_version, approval::text AS approval",
+    )
     select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
     return Statements(
         holders=f"{select} AND allocation_key = %(key)s",
@@ -85,16 +98,18 @@ def statements(schema: str) -> Statements:
             " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
             f" INSERT INTO {s}.episodes ({columns}) VALUES (%(namespace)s, %(episode_id)s, %(week_id)s,"
             " %(sequence)s, %(allocation_key)s, %(fingerprint)s, %(status)s, %(created_at)s, %(updated_at)s,"
-            f" %(submission_state)s::{s}.submission_state, %(submission)s, %(metadata)s, %(schema_version)s)"
+            f" %(submission_state)s::{s}.submission_state, %(submission)s, %(metadata)s, %(schema_version)s,"
+            " %(approval)s)"
         ),
         # A conditional update: it applies only to the row as the caller last read it.
         replace=(
             f"UPDATE {s}.episodes SET status = %(status)s, updated_at = %(updated_at)s,"
             f" submission_state = %(submission_state)s::{s}.submission_state, submission = %(submission)s,"
-            " metadata = %(metadata)s, schema_version = %(schema_version)s"
+            " metadata = %(metadata)s, schema_version = %(schema_version)s, approval = %(approval)s"
             " WHERE namespace = %(namespace)s AND episode_id = %(episode_id)s"
             f" AND submission_state = %(before_state)s::{s}.submission_state"
             " AND submission = %(before_submission)s AND status = %(before_status)s"
+            " AND approval IS NOT DISTINCT FROM %(before_approval)s::jsonb"
             " RETURNING episode_id"
         ),
         identity=f"SELECT identity FROM {s}.store_identity WHERE namespace = %(namespace)s",
@@ -103,7 +118,10 @@ def statements(schema: str) -> Statements:
 
 
 def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
-    """The parameters of one ``episodes`` row: the fields of ``to_record()``, JSON as JSONB."""
+    """The parameters of one ``episodes`` row: the fields of ``to_record()``, JSON as JSONB.
+
+    ``approval`` is NULL when the record has none, so such a record reads back without the key.
+    """
     record = episode.to_record()
     return {
         "namespace": namespace,
@@ -112,7 +130,12 @@ def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
         "submission": Jsonb(record["submission"]),
         "metadata": Jsonb(record["metadata"]),
         "submission_state": episode.submission.state.value,
+        "approval": _approval(record),
     }
+
+
+def _approval(record: Mapping[str, Any]) -> Jsonb | None:
+    return Jsonb(record["approval"]) if "approval" in record else None
 
 
 class PostgresSession:
@@ -205,6 +228,7 @@ class PostgresSession:
             before_state=before.submission.state.value,
             before_submission=Jsonb(before.submission.to_dict()),
             before_status=before.status.value,
+            before_approval=_approval(before.to_record()),
         )
         was, wanted = before.submission.state.value, after.submission.state.value
         try:
@@ -214,10 +238,24 @@ class PostgresSession:
                 raise IllegalTransition(before.episode_id, was, wanted) from exc
             if exc.sqlstate == IDENTITY_CHANGED:
                 raise ValueError("update must not change an episode's identity") from exc
+            if exc.sqlstate == DECISION_CHANGED:
+                raise _decision_conflict(before, after) from exc
             raise
         if not updated:
             # The row moved since ``before`` was read: someone wrote without the lock.
             now = self.load(before.id)
             if now is None:
                 raise EpisodeNotFound(before.episode_id, self._store.location)
+            if now.approval != before.approval:
+                raise _decision_conflict(now, after)
             raise IllegalTransition(before.episode_id, now.submission.state.value, wanted)
+
+
+def _decision_conflict(before: Episode, after: Episode) -> DecisionConflict:
+    """What the database's guard refused (IJ004), as the error `approval.decided` gives for it."""
+    was, wanted = before.approval, after.approval
+    current = "undecided" if was.decision is None else was.decision.value
+    change = "no decision" if wanted.decision is None else wanted.decision.value
+    if was.decision is not None and wanted.decision is was.decision:
+        change = f"a changed {change} decision or history"
+    return DecisionConflict(before.episode_id, current, change, was.by, was.at)

@@ -255,6 +255,8 @@ class PostgresEpisodeStore(EpisodeStore):
         where = self.where(str(data["episode_id"]))
         parsed: dict[str, Any] = {}
         for name in pg_schema.JSON_COLUMNS:
+            if data[name] is None and name == "approval":  # nobody was asked: the record has no approval
+                continue
             try:
                 parsed[name] = safe_json.loads(data[name])
             except safe_json.UnsafeJson as exc:
@@ -279,6 +281,8 @@ class PostgresEpisodeStore(EpisodeStore):
             "submission": submission,
             "metadata": metadata,
         }
+        if "approval" in parsed:
+            record["approval"] = parsed["approval"]
         return Episode.from_record(record, where)
 
     def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
