@@ -1,4 +1,7 @@
-"""A real CeleryExecutor deployment on 127.0.0.1: start it, wait for health, always stop it.
+"""A real Airflow deployment on 127.0.0.1: start it, wait for health, always stop it.
+
+By default the CeleryExecutor topology below (``make e2e-distributed``); ``executor="LocalExecutor"``
+with no workers gives the smaller one of ``make e2e-approval`` (the control home runs every task).
 
 Topology (nothing but PostgreSQL and the Redis broker is shared)::
 
@@ -15,6 +18,7 @@ Every process is started in its own session and stopped by its process group id,
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -80,6 +84,16 @@ class Deployment:
 
     workdir: Path
     tag: str = field(default_factory=lambda: f"{os.getpid()}")
+    executor: str = "CeleryExecutor"
+    #: Celery worker homes; none with LocalExecutor.
+    workers: tuple[str, ...] = WORKERS
+    dag_files: tuple[Path, ...] = tuple(DAG_FILES)
+    dag_ids: tuple[str, ...] = DAG_IDS
+    #: Whether to start the prediction-style API (only the custom-hook DAG pays through it).
+    prediction_api: bool = True
+    #: Airflow's metadata in a SQLite file of the work dir instead of a PostgreSQL database (the
+    #: demo: no PostgreSQL needed, and no PostgreSQL store either).
+    sqlite: bool = False
     processes: list[Process] = field(default_factory=list)
     databases: list[str] = field(default_factory=list)
     provider_url: str = ""
@@ -111,7 +125,11 @@ class Deployment:
         from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
 
         home = self.home(name)
-        metadata = pg_url(self.airflow_db, "postgresql+psycopg2")
+        metadata = (
+            f"sqlite:///{self.workdir / 'airflow.db'}"
+            if self.sqlite
+            else pg_url(self.airflow_db, "postgresql+psycopg2")
+        )
         provider = server_connection(self.provider_url, self.provider_token, ServerConfig(honour_tokens=False))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "IJ_"))}
         env.update(self.secrets)
@@ -120,13 +138,10 @@ class Deployment:
                 "AIRFLOW_HOME": str(home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
-                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                "AIRFLOW__CORE__EXECUTOR": self.executor,
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata,
-                "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
-                "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + metadata,
-                "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.api_port}/execution/",
                 "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{self.api_port}",
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -154,20 +169,30 @@ class Deployment:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.celery:
+            env["AIRFLOW__CELERY__BROKER_URL"] = REDIS_URL
+            env["AIRFLOW__CELERY__RESULT_BACKEND"] = "db+" + metadata
+            env["AIRFLOW__CELERY__WORKER_CONCURRENCY"] = "4"
         return env
+
+    @property
+    def celery(self) -> bool:
+        return self.executor == "CeleryExecutor"
 
     # -- start ---------------------------------------------------------------------------------
     def start(self, say: Callable[[str], None]) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._create_databases()
-        self._flush_broker()
-        for name in ("control", *WORKERS):
+        if self.celery:
+            self._flush_broker()
+        for name in ("control", *self.workers):
             (self.home(name) / "dags").mkdir(parents=True, exist_ok=True)
-            for dag_file in DAG_FILES:
+            for dag_file in self.dag_files:
                 shutil.copy(dag_file, self.home(name) / "dags" / dag_file.name)
         self._start_provider()
-        self._start_prediction_api()
-        say(f"provider server at {self.provider_url}, prediction-style API at {self.prediction_url}")
+        if self.prediction_api:
+            self._start_prediction_api()
+        say(f"provider server at {self.provider_url}, prediction-style API at {self.prediction_url or '-'}")
         started = time.monotonic()
         self.airflow("db", "migrate", timeout=300)
         say(f"metadata database {self.airflow_db} migrated in {time.monotonic() - started:.0f}s")
@@ -176,14 +201,15 @@ class Deployment:
         self.spawn("scheduler", [AIRFLOW, "scheduler"], control)
         self.spawn("dag-processor", [AIRFLOW, "dag-processor"], control)
         self.spawn("triggerer", [AIRFLOW, "triggerer"], control)
-        for name in WORKERS:
+        for name in self.workers:
             env = self.env(name)
             env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
             command = [AIRFLOW, "celery", "worker", "--celery-hostname", f"{name}@%h", "--without-mingle"]
             self.spawn(f"worker-{name}", [*command, "--without-gossip"], env)
         wait_for("a healthy API server, scheduler, DAG processor and triggerer", self._healthy, timeout=180)
         wait_for("the DAGs to be parsed and serialized", self._dag_serialized, timeout=120)
-        wait_for("both Celery workers", self._workers_ready, timeout=120)
+        if self.workers:
+            wait_for("the Celery workers", self._workers_ready, timeout=120)
         say(f"deployment healthy in {time.monotonic() - started:.0f}s (api-server on port {self.api_port})")
 
     def _admin(self, *statements: str) -> None:
@@ -192,6 +218,8 @@ class Deployment:
                 conn.execute(statement.encode())
 
     def _create_databases(self) -> None:
+        if self.sqlite:
+            return
         for name in (self.airflow_db, self.store_db):
             self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
             self.databases.append(name)
@@ -278,17 +306,21 @@ class Deployment:
         return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
 
     def metadata(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        if self.sqlite:
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(self.workdir / "airflow.db", timeout=30)) as db:
+                return list(db.execute(query.replace("%s", "?"), params))
         with psycopg.connect(pg_url(self.airflow_db)) as conn:
             return list(conn.execute(query.encode(), params or None))
 
     def _dag_serialized(self) -> bool:
         self._check_alive()
-        rows = self.metadata("SELECT DISTINCT dag_id FROM serialized_dag WHERE dag_id = ANY(%s)", list(DAG_IDS))
-        return len(rows) == len(DAG_IDS)
+        return set(self.dag_ids) <= {dag_id for (dag_id,) in self.metadata("SELECT dag_id FROM serialized_dag")}
 
     def _workers_ready(self) -> bool:
         self._check_alive()
-        logs = [self.workdir / f"worker-{name}.log" for name in WORKERS]
+        logs = [self.workdir / f"worker-{name}.log" for name in self.workers]
         return all(" ready." in log.read_text(errors="replace") for log in logs)
 
     # -- stop ----------------------------------------------------------------------------------
@@ -323,7 +355,8 @@ class Deployment:
                 except psycopg.Error as exc:
                     problems.append(f"could not drop {name}: {exc}")
         try:
-            self._flush_broker()
+            if self.celery:
+                self._flush_broker()
         except Exception as exc:  # the broker being gone must not hide the run's result
             problems.append(f"could not flush the broker: {exc}")
         return problems

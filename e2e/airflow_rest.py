@@ -1,0 +1,120 @@
+"""Airflow's public REST API as a logged-in person uses it (the UI makes the same calls).
+
+Log in with ``POST /auth/token`` (the simple auth manager: JSON username/password) for a JWT, then
+call ``/api/v2`` with it as a Bearer token. Only the calls the approval suite and the demo need.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+
+class RestError(RuntimeError):
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {body[:500]}")
+        self.status = status
+
+
+@dataclass
+class AirflowRest:
+    base_url: str
+    username: str
+    password: str
+    token: str = ""
+
+    def login(self) -> str:
+        """A JWT for this user (``POST /auth/token``)."""
+        answer = self._call("POST", "/auth/token", {"username": self.username, "password": self.password}, auth=False)
+        self.token = str(answer["access_token"])
+        return self.token
+
+    def _call(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth:
+            if not self.token:
+                self.login()
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                raw = answer.read()
+        except urllib.error.HTTPError as exc:
+            raise RestError(method, path, exc.code, exc.read().decode(errors="replace")) from None
+        return json.loads(raw) if raw else None
+
+    # -- runs ----------------------------------------------------------------------------------
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        """A manual run now (no logical date); its run_id."""
+        body = {"logical_date": None, "conf": conf or {}}
+        answer = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", body)
+        return str(answer["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self._call("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")["state"])
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self._call(
+            "GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}"
+        )
+        return answer
+
+    def clear_run(self, dag_id: str, run_id: str) -> Any:
+        """Clear every task of one run (``POST .../clearTaskInstances``), as the UI's Clear does."""
+        body = {"dry_run": False, "dag_run_id": run_id, "only_failed": False, "reset_dag_runs": True}
+        return self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
+
+    # -- human in the loop ---------------------------------------------------------------------
+    def hitl_path(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+        return f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}/{map_index}/hitlDetails"
+
+    def hitl_detail(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+        """The task's question (subject, options, params, response), or None when it asked nothing."""
+        try:
+            answer: dict[str, Any] = self._call("GET", self.hitl_path(dag_id, run_id, task_id))
+        except RestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return answer
+
+    def answer(
+        self, dag_id: str, run_id: str, task_id: str, option: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Choose ``option`` (``PATCH .../hitlDetails``); Airflow's answer names who responded."""
+        body = {"chosen_options": [option], "params_input": params or {}}
+        answer: dict[str, Any] = self._call("PATCH", self.hitl_path(dag_id, run_id, task_id), body)
+        return answer
+
+    def wait_for_question(self, dag_id: str, run_id: str, task_id: str, timeout: float) -> dict[str, Any]:
+        """The question once the task waits for input (state ``awaiting_input``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.task_instance(dag_id, run_id, task_id).get("state")
+            if state == "awaiting_input":
+                detail = self.hitl_detail(dag_id, run_id, task_id)
+                if detail is not None:
+                    return detail
+            elif state in ("failed", "success", "skipped", "upstream_failed"):
+                raise RuntimeError(f"{dag_id}/{run_id}/{task_id} ended {state} without asking")
+            time.sleep(1.0)
+        raise TimeoutError(f"{dag_id}/{run_id}/{task_id} did not ask within {timeout:.0f}s")
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                return state
+            time.sleep(1.0)
+        raise TimeoutError(f"run {dag_id}/{run_id} did not finish within {timeout:.0f}s")
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
