@@ -30,7 +30,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..episode import Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
+from ..approval import check_approved
+from ..episode import Decision, Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
     IdempotentJobsError,
     IllegalTransition,
@@ -139,16 +140,20 @@ class SubmissionLedger:
     def token_for(self, episode_id: EpisodeLike) -> str:
         return idempotency_token(self.store.identity, str(episode_id))
 
-    def preflight(self, episode_id: EpisodeLike, request: Mapping[str, Any] | None = None) -> Episode:
+    def preflight(
+        self, episode_id: EpisodeLike, request: Mapping[str, Any] | None = None, *, require_approval: bool = False
+    ) -> Episode:
         """The episode, validated, before any credential is read or provider client built.
 
         Raises `InvalidIdentifier` (malformed id), `EpisodeNotFound`, or `StoreCorrupted` (an
         unreadable or self-contradicting submission record): the order docs/design.md asks of callers.
+        `ApprovalRequired` when the episode was rejected, or (``require_approval``) is not approved.
         With ``request``: also `InvalidRequest`, and `RequestConflict` when the episode's submission
         was made for another request (whatever its state, terminal included).
         """
         fingerprint = None if request is None else request_fingerprint(request)
         episode = self.store.get(episode_id)
+        self._approval_allows(episode, require_approval)
         sub = self._checked(episode)
         if fingerprint is not None:
             self._same_request(episode, sub, fingerprint)
@@ -162,6 +167,7 @@ class SubmissionLedger:
         request: Mapping[str, Any],
         *,
         estimated_cost: float | None = None,
+        require_approval: bool = False,
     ) -> Episode:
         """Make sure the provider has exactly one job for the episode; returns the episode.
 
@@ -173,13 +179,16 @@ class SubmissionLedger:
         `SubmissionInProgress`, `ProviderUnavailable` (nothing sent; retry) or
         `ProviderOutcomeUnknown` (recorded as ``unknown``; with capability (a) or (b) a retry
         settles it). Every error text from the provider goes through its ``redact`` (if it has one).
+        `ApprovalRequired` (nothing sent) when the episode was rejected, or, with
+        ``require_approval``, is not approved: checked under the lock with the intent's write, so
+        a decision recorded after a caller's preflight still stops it.
         """
         eid = str(EpisodeId.parse(episode_id))
         estimated_cost = checked_amount("estimated_cost", estimated_cost)
         fingerprint = request_fingerprint(request)
         try:
             for _ in range(3):  # a lookup that lost a race starts over; bounded
-                episode = self._attempt(eid, provider, request, estimated_cost, fingerprint)
+                episode = self._attempt(eid, provider, request, estimated_cost, fingerprint, require_approval)
                 if episode is not None:
                     return episode
             raise SubmissionInProgress(eid, "another process (the record kept changing)")
@@ -193,10 +202,11 @@ class SubmissionLedger:
         request: Mapping[str, Any],
         estimated_cost: float | None,
         fingerprint: str,
+        require_approval: bool,
     ) -> Episode | None:
         plan: list[str] = []
         episode = self.store.update_in_week(
-            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, fingerprint, plan)
+            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, fingerprint, require_approval, plan)
         )
         if not plan:
             return episode
@@ -222,6 +232,7 @@ class SubmissionLedger:
         provider: PaidProvider,
         estimated_cost: float | None,
         fingerprint: str,
+        require_approval: bool,
         plan: list[str],
     ) -> Episode:
         sub = self._checked(ep)
@@ -229,6 +240,7 @@ class SubmissionLedger:
             self._same_request(ep, sub, fingerprint)
         if sub.state.terminal or sub.state is _S.ACCEPTED:
             return ep
+        self._approval_allows(ep, require_approval)  # every path below may reach the provider
         if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
             raise SubmissionInProgress(ep.episode_id, sub.claimed_by)
         if sub.state is _S.NONE:
@@ -423,6 +435,12 @@ class SubmissionLedger:
         return ep
 
     # -- rules -----------------------------------------------------------------------------------
+    @staticmethod
+    def _approval_allows(ep: Episode, require_approval: bool) -> None:
+        """`ApprovalRequired` for a rejected episode (always) or, if required, an unapproved one."""
+        if require_approval or ep.approval.decision is Decision.REJECTED:
+            check_approved(ep)
+
     def _same_request(self, ep: Episode, sub: Submission, fingerprint: str) -> None:
         """`RequestConflict` unless the submission is this request's.
 
