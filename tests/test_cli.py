@@ -76,7 +76,7 @@ def test_list_prints_a_table_or_json_lines(root: Path) -> None:
     table = run_cli("--store", str(root), "list")
     assert table.code == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["EPISODE", "STATUS", "SUBMISSION", "COST", "CREATED", "KEY"]
+    assert lines[0].split() == ["EPISODE", "STATUS", "DECISION", "SUBMISSION", "COST", "CREATED", "KEY"]
     assert [line.split()[0] for line in lines[1:-1]] == ["2026-W32-0", "2026-W32-1", "2026-W33-0"]
     assert lines[1].split()[-1] == "job-a"
     assert lines[-1] == "3 episodes"

@@ -27,7 +27,9 @@ def register(commands: Any) -> None:
     p.add_argument("--fingerprint", help="hash of the request, bound to the key")
     p.set_defaults(func=_allocate)
 
-    p = commands.add_parser("show", help="one episode as JSON")
+    p = commands.add_parser(
+        "show", help="one episode as JSON (with its approval: decision, by, at, via, comment, history)"
+    )
     p.add_argument("episode_id")
     p.set_defaults(func=_show)
 
@@ -94,7 +96,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def format_table(episodes: list[Episode]) -> str:
-    header = ("EPISODE", "STATUS", "SUBMISSION", "COST", "CREATED", "KEY")
+    header = ("EPISODE", "STATUS", "DECISION", "SUBMISSION", "COST", "CREATED", "KEY")
     rows = (
         [header]
         + [
@@ -103,6 +105,7 @@ def format_table(episodes: list[Episode]) -> str:
                 for cell in (
                     e.episode_id,
                     e.status.value,
+                    decision_cell(e),
                     e.submission.state.value + (f" {e.submission.remote_ref}" if e.submission.remote_ref else ""),
                     _cost_cell(e),
                     e.created_at[:19].replace("T", " "),
@@ -118,6 +121,14 @@ def format_table(episodes: list[Episode]) -> str:
     if any(e.submission.cost_anomaly for e in episodes):
         footer += "; COST ? is a cost anomaly: the provider reported no usable cost (see show, check)"
     return "\n".join([*lines, footer]) + "\n"
+
+
+def decision_cell(episode: Episode) -> str:
+    """``approved`` / ``rejected``; ``asked`` while a question waits for its answer; ``-`` when never asked."""
+    approval = episode.approval
+    if approval.decision is not None:
+        return approval.decision.value
+    return "asked" if approval.history else "-"
 
 
 def _cost_cell(episode: Episode) -> str:
