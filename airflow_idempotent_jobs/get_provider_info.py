@@ -33,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": _INTEGRATION,
                 "python-modules": [
                     "airflow_idempotent_jobs.operators.allocate",
+                    "airflow_idempotent_jobs.operators.approve",
                     "airflow_idempotent_jobs.operators.check",
                     "airflow_idempotent_jobs.operators.paid_generation",
                 ],

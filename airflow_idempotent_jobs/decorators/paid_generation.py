@@ -6,10 +6,11 @@ operator's: the same parameters, the ledger, deferral, the XComs ``remote_ref``/
 and the summary it returns.
 
 Order: the episode id is validated and the episode loaded (an unknown or malformed id fails without
-retry) before the function runs; the function runs before any connection or secret is read. The
-request it returns is then bound to the episode's submission: a retry whose function builds another
-request than the one recorded with the intent fails without retry, naming both fingerprints, and
-nothing is sent. After a deferral the function runs again, in the resumed process, for the same check.
+retry, and so does an episode that ``require_approval=True`` finds unapproved) before the function
+runs; the function runs before any connection or secret is read. The request it returns is then
+bound to the episode's submission: a retry whose function builds another request than the one
+recorded with the intent fails without retry, naming both fingerprints, and nothing is sent. After
+a deferral the function runs again, in the resumed process, for the same check.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ class _PaidGenerationDecoratedOperator(DecoratedOperator, PaidGenerationOperator
         return super().execute_complete(context, event)
 
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
-        """Load the episode first (an unknown one fails before the user's code runs), then bind the request."""
+        """Load the episode first (an unknown or unapproved one fails before the user's code runs), then
+        bind the request."""
         with task_errors():
-            self._ledger(store).preflight(eid)
+            self._ledger(store).preflight(eid, require_approval=self.require_approval)
         return super()._load(store, eid)  # runs the function through `_request`
 
     def _request(self) -> dict[str, Any]:

@@ -53,6 +53,10 @@ class PaidGenerationOperator(StoreOperator):
         be finite numbers >= 0: anything else fails the task before anything is read or sent.
     :param max_result_bytes: largest provider result kept in the record, the XCom and the trigger
         event (bytes of canonical JSON); a larger one is left out, its size and sha256 recorded.
+    :param require_approval: refuse (no retry) unless the episode's recorded decision is approved
+        (`ApproveEpisodeOperator`, or ``idempotent-jobs approve``); checked once the episode is
+        loaded, before any connection or secret is read, and again under the lock when the
+        submitting intent is written. A rejected episode is refused whatever this says.
     :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
     """
 
@@ -77,6 +81,7 @@ class PaidGenerationOperator(StoreOperator):
         weekly_budget: float | None = None,
         estimated_cost: float | None = None,
         max_result_bytes: int = 64 * 1024,  # paid.results.DEFAULT_RESULT_LIMIT (not imported: DAG files parse this)
+        require_approval: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -96,6 +101,9 @@ class PaidGenerationOperator(StoreOperator):
         self.weekly_budget = weekly_budget
         self.estimated_cost = estimated_cost
         self.max_result_bytes = max_result_bytes
+        if not isinstance(require_approval, bool):
+            raise TypeError(f"{self.task_id}: require_approval must be True or False, not {require_approval!r}")
+        self.require_approval = require_approval
 
     # -- the steps, in the order docs/design.md requires -------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
@@ -174,7 +182,7 @@ class PaidGenerationOperator(StoreOperator):
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""
         with task_errors():
-            return self._ledger(store).preflight(eid, self._request())
+            return self._ledger(store).preflight(eid, self._request(), require_approval=self.require_approval)
 
     def _provider(self) -> PaidProvider:
         """The provider the resolved hook builds (`resolve_provider_hook`): the first connection read."""
@@ -195,7 +203,13 @@ class PaidGenerationOperator(StoreOperator):
 
         with task_errors():
             try:
-                episode = self._ledger(store).submit(eid, provider, self._request(), estimated_cost=self.estimated_cost)
+                episode = self._ledger(store).submit(
+                    eid,
+                    provider,
+                    self._request(),
+                    estimated_cost=self.estimated_cost,
+                    require_approval=self.require_approval,
+                )
             except SubmissionStateUnknown as exc:
                 raise AirflowFailException(
                     f"{exc} -- not retrying: a second submission could be paid twice. "

@@ -33,9 +33,11 @@ def api() -> Iterator[RawProvider]:
         yield running
 
 
-def _pay(store: EpisodeStore, ledger: SubmissionLedger, api: RawProvider, key: str, **kw: float) -> str:
+def _pay(
+    store: EpisodeStore, ledger: SubmissionLedger, api: RawProvider, key: str, estimated_cost: float | None = None
+) -> str:
     eid = store.allocate("2026-W32", key).episode_id
-    ledger.submit(eid, api.provider(), REQUEST, **kw)
+    ledger.submit(eid, api.provider(), REQUEST, estimated_cost=estimated_cost)
     wait_for_terminal(ledger, eid, api.provider(), timeout=10, initial_delay=0.01)
     return eid
 
