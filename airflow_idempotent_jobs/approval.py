@@ -21,6 +21,7 @@ __all__ = [
     "asked",
     "check_approved",
     "decided",
+    "kept",
     "validate_actor",
     "validate_comment",
 ]
@@ -91,6 +92,25 @@ def asked(episode: Episode, *, by: str, via: str, at: str | None = None) -> Epis
     entry = {"event": _ASKED, "by": validate_actor(by, "asked by"), "at": now, "comment": None, "via": via}
     approval = dataclasses.replace(episode.approval, history=(*episode.approval.history, entry))
     return dataclasses.replace(episode, approval=approval, updated_at=now)
+
+
+def kept(before: Episode, after: Episode) -> None:
+    """Refuse (`DecisionConflict`) an update that changes or drops a recorded decision or rewrites the history.
+
+    The store runs it on every update, whatever the change: `decided` is not the only writer, and
+    the PostgreSQL schema refuses the same for writers that bypass the store (SQLSTATE IJ004).
+    """
+    old, new = before.approval, after.approval
+    if old == new:
+        return
+    history = new.history[: len(old.history)] == old.history
+    if old.decision is not None and (not history or dataclasses.replace(old, history=new.history) != new):
+        wanted = "no decision" if new.decision is None else f"a rewritten {new.decision.value} decision"
+        raise DecisionConflict(before.episode_id, old.decision.value, wanted, old.by, old.at)
+    if not history:
+        raise DecisionConflict(
+            before.episode_id, "undecided", "an approval history without its earlier events", None, None
+        )
 
 
 def check_approved(episode: Episode) -> Episode:

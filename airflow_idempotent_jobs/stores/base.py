@@ -178,6 +178,7 @@ class EpisodeStore(abc.ABC):
             after = change(before, [e for e in week if e.episode_id != before.episode_id])
             if (after.episode_id, after.allocation_key) != (before.episode_id, before.allocation_key):
                 raise ValueError("update must not change an episode's id or allocation key")
+            approval.kept(before, after)
             if after != before:
                 session.replace(before, after)
             return after
