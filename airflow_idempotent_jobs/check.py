@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .episode import TRANSITIONS, Episode, SubmissionState
+from .episode import TRANSITIONS, Decision, Episode, EpisodeStatus, SubmissionState
 
-__all__ = ["CheckReport", "EpisodeRule", "Problem", "check_episode_record", "unique_keys"]
+__all__ = ["CheckReport", "EpisodeRule", "Problem", "approval_problems", "check_episode_record", "unique_keys"]
 
 
 @dataclass(frozen=True, order=True)
@@ -44,7 +44,13 @@ class CheckReport:
 
 
 def check_episode_record(episode: Episode, where: str) -> list[Problem]:
-    """Rules every store shares: a legal submission record that agrees with itself."""
+    """Rules every store shares: a legal submission record and an approval that agree with themselves."""
+    problems = _submission_problems(episode, where)
+    problems += approval_problems(episode, where)
+    return problems
+
+
+def _submission_problems(episode: Episode, where: str) -> list[Problem]:
     problems: list[Problem] = []
     sub = episode.submission
     current = SubmissionState.NONE
@@ -72,6 +78,49 @@ def check_episode_record(episode: Episode, where: str) -> list[Problem]:
             )
         )
     return problems
+
+
+def approval_problems(episode: Episode, where: str) -> list[Problem]:
+    """A decision that its history, the episode's status or its submission contradicts.
+
+    A store writes decisions only through `approval.decided`, so each of these means someone
+    wrote the record by hand, or a writer that bypassed the lock: the gate can no longer be trusted.
+    """
+    problems: list[Problem] = []
+    approval, name = episode.approval, episode.episode_id
+    decisions = [(n, entry) for n, entry in enumerate(approval.history) if entry["event"] != "asked"]
+    if len(decisions) > 1:
+        problems.append(Problem(where, f"episode {name}: approval history holds {len(decisions)} decisions"))
+    if approval.decision is None and decisions:
+        problems.append(Problem(where, f"episode {name}: approval history decides but no decision is recorded"))
+    if approval.decision is not None:
+        recorded = {"event": approval.decision.value, **{k: getattr(approval, k) for k in _DECISION_FIELDS}}
+        if not decisions:
+            problems.append(
+                Problem(where, f"episode {name}: approval decision {recorded['event']} is not in its history")
+            )
+        elif dict(decisions[0][1]) != recorded:
+            problems.append(Problem(where, f"episode {name}: approval decision disagrees with its history's entry"))
+        if decisions and decisions[-1][0] != len(approval.history) - 1:
+            problems.append(Problem(where, f"episode {name}: approval history goes on after its decision"))
+    rejected = approval.decision is Decision.REJECTED
+    if (episode.status is EpisodeStatus.REJECTED) != rejected:
+        problems.append(
+            Problem(
+                where,
+                f"episode {name}: status {episode.status.value} disagrees with approval decision "
+                f"{approval.decision.value if approval.decision else 'none'}",
+            )
+        )
+    if rejected and episode.submission.state is not SubmissionState.NONE:
+        problems.append(
+            Problem(where, f"episode {name}: rejected but its submission is {episode.submission.state.value}")
+        )
+    return problems
+
+
+#: The fields a decision's history entry repeats besides its event.
+_DECISION_FIELDS = ("by", "at", "comment", "via")
 
 
 def unique_keys(episodes: Iterable[Episode]) -> list[Problem]:
