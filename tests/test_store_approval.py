@@ -7,6 +7,7 @@ each backend in ``conftest.BACKENDS``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,6 +24,10 @@ W32 = "2026-W32"
 def _submitting(episode: Episode) -> Episode:
     moved = episode.submission.moved_to(SubmissionState.SUBMITTING, episode_id=episode.episode_id, token="t-1")
     return dataclasses.replace(episode, submission=moved, status=EpisodeStatus.RUNNING)
+
+
+def _with_approval(approval: Approval) -> Callable[[Episode], Episode]:
+    return lambda episode: dataclasses.replace(episode, approval=approval)
 
 
 def test_decisions_are_recorded_whole_and_read_back_equal_after_reopening(backend: Backend) -> None:
@@ -99,7 +104,7 @@ def test_an_update_cannot_drop_or_rewrite_a_decision_or_the_history(backend: Bac
     asked = store.get(episode.episode_id)
     before = backend.snapshot()
     with pytest.raises(DecisionConflict, match="without its earlier events"):
-        store.update(episode.episode_id, lambda e: dataclasses.replace(e, approval=Approval()))
+        store.update(episode.episode_id, _with_approval(Approval()))
     assert backend.snapshot() == before
     decided = store.decide(episode.episode_id, "approved", by="alice", via="cli")
     before = backend.snapshot()
@@ -111,7 +116,7 @@ def test_an_update_cannot_drop_or_rewrite_a_decision_or_the_history(backend: Bac
     ]
     for rewrite in rewrites:
         with pytest.raises(DecisionConflict, match="it is already approved by alice"):
-            store.update(episode.episode_id, lambda e, a=rewrite: dataclasses.replace(e, approval=a))
+            store.update(episode.episode_id, _with_approval(rewrite))
     assert backend.snapshot() == before
     assert store.get(episode.episode_id).approval.history[0] == asked.approval.history[0]
 

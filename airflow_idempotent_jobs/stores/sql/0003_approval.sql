@@ -4,7 +4,9 @@
 ALTER TABLE {schema}.episodes ADD COLUMN approval jsonb;
 
 ALTER TABLE {schema}.episodes ADD CONSTRAINT episodes_approval_check
-    CHECK (approval IS NULL OR (jsonb_typeof(approval) = 'object' AND jsonb_typeof(approval -> 'history') = 'array'));
+    CHECK (approval IS NULL OR (
+        jsonb_typeof(approval) = 'object' AND jsonb_typeof(approval -> 'history') IS NOT DISTINCT FROM 'array'
+    ));
 
 ALTER TABLE {schema}.episodes DROP CONSTRAINT episodes_status_check;
 ALTER TABLE {schema}.episodes ADD CONSTRAINT episodes_status_check
@@ -17,8 +19,11 @@ DECLARE
     old_history jsonb := OLD.approval -> 'history';
     new_history jsonb := NEW.approval -> 'history';
 BEGIN
+    IF jsonb_typeof(NEW.approval) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'episode %: its approval record cannot go away', OLD.episode_id USING ERRCODE = 'IJ004';
+    END IF;
     IF OLD.approval ->> 'decision' IS NOT NULL
-       AND (NEW.approval IS NULL OR (NEW.approval - 'history') IS DISTINCT FROM (OLD.approval - 'history')) THEN
+       AND (NEW.approval - 'history') IS DISTINCT FROM (OLD.approval - 'history') THEN
         RAISE EXCEPTION 'episode %: its recorded decision % cannot change', OLD.episode_id, OLD.approval -> 'decision'
             USING ERRCODE = 'IJ004';
     END IF;
