@@ -132,3 +132,139 @@ def tree(root: Path) -> dict[str, tuple[str, int, int]]:
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
             found[os.path.relpath(path, root)] = (digest, st.st_mode, st.st_mtime_ns)
     return found
+
+
+#: Legacy approval shapes the migration recognises: name -> (week, the state's approval fields,
+#: the decision the migrated episode records as (decision, by, at, comment), or None for none).
+APPROVAL_SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, str, str, str | None] | None]] = {
+    "object-state": (
+        "2026-W01",
+        {"approval": {"state": "approved", "by": "editor@example.org", "at": "2026-01-02T08:15:00Z"}},
+        ("approved", "editor@example.org", "2026-01-02T08:15:00Z", None),
+    ),
+    "object-status-named": (
+        "2026-W02",
+        {
+            "approval": {
+                "status": "rejected",
+                "rejected_by": "finance",
+                "rejected_at": "2026-01-09T10:00:00+01:00",
+                "comment": "over budget",
+            }
+        },
+        ("rejected", "finance", "2026-01-09T10:00:00+01:00", "over budget"),
+    ),
+    "object-approved-by": (
+        "2026-W03",
+        {"approval": {"state": "approved", "approved_by": "Zoë", "approved_at": "2026-W03-4T08:15:00Z", "comment": ""}},
+        ("approved", "Zoë", "2026-W03-4T08:15:00Z", ""),
+    ),
+    "object-pending": ("2026-W04", {"approval": {"state": "pending", "by": "editor@example.org"}}, None),
+    "object-none": ("2026-W05", {"approval": {"status": "none"}}, None),
+    "null": ("2026-W06", {"approval": None}, None),
+    "top-level-approved": (
+        "2026-W07",
+        {"approved_by": "lead", "approved_at": "2026-02-13"},
+        ("approved", "lead", "2026-02-13", None),
+    ),
+    "top-level-rejected": (
+        "2026-W08",
+        {"rejected_by": "lead", "rejected_at": "2026-02-20T12:00:00Z"},
+        ("rejected", "lead", "2026-02-20T12:00:00Z", None),
+    ),
+    "flag": (
+        "2026-W09",
+        {"approved": True, "approved_by": "ops", "approved_at": "2026-02-27T09:00:00Z"},
+        ("approved", "ops", "2026-02-27T09:00:00Z", None),
+    ),
+    "flag-false": ("2026-W10", {"approved": False}, None),
+    "absent": ("2026-W11", {}, None),
+    "mixed-agreeing": (
+        "2026-W12",
+        {
+            "approval": {"state": "approved", "by": "ops"},
+            "approved": True,
+            "approved_by": "ops",
+            "approved_at": "2026-03-13T09:00:00Z",
+        },
+        ("approved", "ops", "2026-03-13T09:00:00Z", None),
+    ),
+}
+
+#: Approval fields no migration may guess at: name -> (the state's fields, the field the refusal names).
+BAD_APPROVALS: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown-state": ({"approval": {"state": "maybe", "by": "x", "at": "t"}}, "field /approval/state: 'maybe'"),
+    "capitalised-state": ({"approval": {"state": "Approved", "by": "x", "at": "t"}}, "field /approval/state"),
+    "not-an-object": ({"approval": "approved"}, "field /approval: expected an object or null, not str"),
+    "unknown-field": ({"approval": {"state": "approved", "by": "x", "at": "t", "note": "n"}}, "field /approval/note"),
+    "no-state": ({"approval": {"by": "x", "at": "t"}}, "field /approval: has neither state nor status"),
+    "state-and-status-differ": (
+        {"approval": {"state": "approved", "status": "pending", "by": "x", "at": "t"}},
+        "field /approval/status: contradicts /approval/state",
+    ),
+    "no-who": ({"approval": {"state": "approved", "at": "t"}}, "does not say who decided"),
+    "no-when": ({"approval": {"state": "rejected", "by": "x"}}, "does not say when"),
+    "who-is-null": ({"approved_by": None, "approved_at": "t"}, "does not say who decided"),
+    "who-not-text": ({"approval": {"state": "approved", "by": 42, "at": "t"}}, "field /approval/by: the approver must"),
+    "who-a-list": ({"approved_by": ["a", "b"], "approved_at": "t"}, "field /approved_by: the approver must be text"),
+    "who-with-escapes": ({"approval": {"state": "approved", "by": "ed\x1b[2J", "at": "t"}}, "field /approval/by"),
+    "who-differs": (
+        {"approval": {"state": "approved", "by": "x", "at": "t"}, "approved_by": "y"},
+        "field /approved_by: says who decided differently from /approval/by",
+    ),
+    "when-not-text": ({"rejected_by": "x", "rejected_at": 20260101}, "field /rejected_at: must be a printable"),
+    "approved-and-rejected": (
+        {"approved_by": "x", "approved_at": "t", "rejected_by": "y", "rejected_at": "t"},
+        "field /rejected_by: contradicts /approved_by, /approved_at",
+    ),
+    "object-against-top-level": (
+        {"approval": {"state": "approved", "by": "x", "at": "t"}, "rejected_at": "t"},
+        "field /rejected_at: contradicts /approval/state",
+    ),
+    "pending-with-approver": (
+        {"approval": {"state": "pending", "approved_by": "x"}},
+        "field /approval/approved_by: contradicts /approval/state",
+    ),
+    "flag-not-boolean": ({"approved": "yes", "approved_by": "x", "approved_at": "t"}, "field /approved: must be true"),
+    "flag-false-but-approver": ({"approved": False, "approved_by": "x", "approved_at": "t"}, "field /approved_by"),
+    "rejected-with-remote-ref": (
+        {"approval": {"state": "rejected", "by": "x", "at": "t"}, "provider": {"job_id": "acme-9"}},
+        "yet the state shows spending (remote reference /provider/job_id)",
+    ),
+    "rejected-with-cost": (
+        {"rejected_by": "x", "rejected_at": "t", "costs": [{"item": "tts", "amount": 0.5}]},
+        "yet the state shows spending (cost record /costs/0)",
+    ),
+    "rejected-but-completed": (
+        {"rejected_by": "x", "rejected_at": "t", "completed_at": "2026-03-01T00:00:00Z"},
+        "yet the state shows spending (/completed_at)",
+    ),
+}
+
+
+def write_week(root: Path, week: str, fields: dict[str, Any]) -> Path:
+    """One legacy week holding a cover and a draft state with ``fields``; returns its state file."""
+    d = root / week
+    _write(d / "cover.jpg", _jpeg(int(week[-2:]), 2_000))
+    path = d / "state.json"
+    _state(path, {"week": week, "status": "draft", **fields})
+    return path
+
+
+def make_approval_legacy(root: Path) -> Path:
+    """A legacy directory with one week per recognised approval shape (`APPROVAL_SHAPES`); returns ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for week, fields, _decision in APPROVAL_SHAPES.values():
+        write_week(root, week, fields)
+    # An approved job that was paid and finished: spending after approval is the normal case.
+    write_week(
+        root,
+        "2026-W13",
+        {
+            "approval": {"state": "approved", "by": "editor@example.org", "at": "2026-03-20T08:00:00Z"},
+            "provider": {"job_id": "acme-13"},
+            "costs": [{"item": "render", "amount": 12.5}],
+            "completed_at": "2026-03-21T08:00:00Z",
+        },
+    )
+    return root

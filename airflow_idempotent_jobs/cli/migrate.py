@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..identity import has_hidden_characters
-from ..migration.apply import MigrationPlan, apply_migration, counted, load_key_map, plan_migration
+from ..migration.apply import MigrationPlan, apply_migration, counted, decision_text, load_key_map, plan_migration
 from ..migration.legacy import SkippedSource
 from ..stores import FileEpisodeStore
 from ._common import EXIT, CliError, open_cli_store
@@ -76,7 +76,7 @@ def _print_plan(plan: MigrationPlan) -> None:
             f"  {job.week} -> {planned.episode_id}{' (resume)' if planned.resume else ''}"
             f"  key {planned.entry.allocation_key!r}  {'finished' if job.finished else 'unfinished'}"
             f"  {counted(len(job.files), 'file')} ({size} bytes)  {counted(len(job.remote_refs), 'remote reference')}"
-            f"  {counted(len(costs), 'cost record')} (total {total:g})"
+            f"  {counted(len(costs), 'cost record')} (total {total:g})  {decision_text(job)}"
         )
 
 

@@ -10,7 +10,8 @@ Order of one apply (every step may be killed; a re-run completes it, never dupli
     per job: journal  migrations/journal/W.json (the job as the manifest has it)
              allocate(W, key)           a retry returns the same episode: no second job
              files moved into <episode>/legacy/ with os.rename (copy, verify, delete across devices)
-             the episode record gains legacy_state, legacy_history and the migration record
+             the episode record gains legacy_state, legacy_history, the migration record and
+             the legacy decision (approval, via "migration")
              the emptied legacy directory removed, then the journal
 A journal that exists means "this job was started": the next run resumes it from the journal,
 not from the half-moved legacy directory. Nothing here reads credentials or calls a provider.
@@ -29,14 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ..approval import decided
 from ..episode import Episode, EpisodeStatus, SubmissionState, utc_now
-from ..errors import AllocationConflict, IdempotentJobsError, InvalidIdentifier, StoreCorrupted, StoreUnavailable
+from ..errors import (
+    AllocationConflict,
+    DecisionConflict,
+    IdempotentJobsError,
+    InvalidIdentifier,
+    StoreCorrupted,
+    StoreUnavailable,
+)
 from ..identity import EpisodeId, WeekId, validate_allocation_key
 from ..stores._file_lock import LockTimeout, StoreLock
 from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, require_dir, tmp_name, write_durable
 from ..stores.file import FileEpisodeStore
 from .json_files import UnsafeJson, read_json_file
-from .legacy import LegacyJob, SkippedSource, cost_total, scan_legacy, sha256_file, validate_legacy_root
+from .legacy import LegacyJob, SkippedSource, check_legacy_approvals, cost_total, scan_legacy, sha256_file
 from .manifest import (
     LEGACY_HISTORY_KEY,
     LEGACY_STATE_KEY,
@@ -56,6 +65,7 @@ __all__ = [
     "PlannedJob",
     "apply_migration",
     "counted",
+    "decision_text",
     "load_key_map",
     "plan_migration",
 ]
@@ -65,6 +75,8 @@ DEFAULT_KEY_PREFIX: Final = "migrated:"
 MIGRATIONS_DIR: Final = "migrations"
 _JOURNAL: Final = "journal"
 TOOL: Final = "airflow-idempotent-jobs"
+#: How a decision carried over from a legacy state is recorded (`Approval.via`).
+VIA: Final = "migration"
 #: What `tmp_name` makes of a file name: the prefix, the name, a dash and 8 hex digits.
 _OUR_TMP: Final = re.compile(re.escape(TMP_PREFIX) + r".+-[0-9a-f]{8}")
 
@@ -209,7 +221,7 @@ def apply_migration(
     """Plan again under the migration lock, write the manifest, then migrate job by job."""
     from .. import __version__
 
-    validate_legacy_root(Path(legacy_root).absolute())  # bad input changes nothing, not even the lock
+    check_legacy_approvals(Path(legacy_root).absolute())  # bad input changes nothing, not even the lock
     if manifest_path is not None and manifest_path.exists() and plan_migration(store, legacy_root, key_map).jobs:
         raise InvalidIdentifier("manifest path", str(manifest_path), "exists already: a manifest is never overwritten")
     migrations = store.root / MIGRATIONS_DIR
@@ -269,8 +281,16 @@ def _done_line(planned: PlannedJob, episode: Episode) -> str:
     how = "resumed and migrated" if planned.resume else "migrated"
     return (
         f"{how} {job.week} -> {episode.episode_id} ({episode.status.value}): {counted(len(job.files), 'file')} moved, "
-        f"{counted(len(job.remote_refs), 'remote reference')}, {counted(len(job.cost_records), 'cost record')}"
+        f"{counted(len(job.remote_refs), 'remote reference')}, {counted(len(job.cost_records), 'cost record')}, "
+        f"{decision_text(job)}"
     )
+
+
+def decision_text(job: LegacyJob) -> str:
+    """``approved by X at T`` or ``no decision``: what the migrated episode records."""
+    if job.approval is None:
+        return "no decision"
+    return f"{job.approval.decision.value} by {job.approval.by} at {job.approval.at}"
 
 
 def counted(number: int, noun: str) -> str:
@@ -318,8 +338,12 @@ def _migrate_one(
         "directory": LEGACY_SUBDIR,
         "files": {f.path: f.sha256 for f in job.files},
         "cost_total": cost_total(job.cost_records),
+        "approval": None if job.approval is None else job.approval.to_dict(),
     }
-    episode = store.update(episode.episode_id, lambda current: _with_legacy(current, job, migration))
+    try:
+        episode = store.update(episode.episode_id, lambda current: _with_legacy(current, job, migration))
+    except DecisionConflict as exc:  # someone decided otherwise on the episode since it was allocated
+        raise MigrationError(f"the legacy decision cannot be recorded: {exc}") from exc
     left = _remove_emptied(job.source)
     journal.unlink(missing_ok=True)
     fsync_dir(journal.parent)
@@ -330,6 +354,9 @@ def _with_legacy(episode: Episode, job: LegacyJob, record: dict[str, Any]) -> Ep
     """The episode with its legacy state, history entry, migration record, status and ledger."""
     if MIGRATION_KEY in episode.metadata:
         return episode
+    if job.approval is not None:  # first: a rejection is refused once a submission moved
+        legacy = job.approval
+        episode = decided(episode, legacy.decision, by=legacy.by, via=VIA, comment=legacy.comment, at=legacy.at)
     status_text = str(job.state.get("status", "")).lower()
     refs = job.remote_refs
     sub = episode.submission
@@ -342,7 +369,9 @@ def _with_legacy(episode: Episode, job: LegacyJob, record: dict[str, Any]) -> Ep
         elif status_text in ("failed", "error"):
             sub = sub.moved_to(SubmissionState.FAILED, episode_id=episode.episode_id, note=note)
     sub = dataclasses.replace(sub, cost=cost_total(job.cost_records))
-    if job.finished:
+    if episode.status is EpisodeStatus.REJECTED:
+        status = EpisodeStatus.REJECTED
+    elif job.finished:
         status = EpisodeStatus.SUCCEEDED
     elif status_text in ("failed", "error"):
         status = EpisodeStatus.FAILED

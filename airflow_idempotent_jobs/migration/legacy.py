@@ -13,7 +13,8 @@ The state object is kept whole; these parts of it are recognised wherever they s
 - a remote reference: any text under a key in `REF_KEYS` (``remote_ref``, ``provider_ref``, ``job_id``);
 - a cost record: any object with a numeric ``amount`` inside a list under the key ``costs``;
 - artifact hashes: a top-level ``artifacts`` object ``{relative path: sha256 or {"sha256": ...}}``;
-- completion: a top-level ``completed_at`` that is not null means the job finished.
+- completion: a top-level ``completed_at`` that is not null means the job finished;
+- an approval: the top-level fields `legacy_approval` lists; one in doubt refuses the whole migration.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from ..episode import cost_problem
 from ..errors import InvalidIdentifier
 from ..identity import WeekId
 from .json_files import LEGACY_MAX_DEPTH, UnsafeJson, parse_json, read_capped, read_json_file
+from .legacy_approval import (
+    LegacyApprovalError,
+    LegacyApprovalRefused,
+    LegacyDecision,
+    read_legacy_approval,
+    refuse_rejected_spending,
+)
 
 __all__ = [
     "LEGACY_HISTORY_FILE",
@@ -43,6 +51,7 @@ __all__ = [
     "LegacyScan",
     "RemoteRef",
     "SkippedSource",
+    "check_legacy_approvals",
     "cost_total",
     "extract_costs",
     "extract_refs",
@@ -105,6 +114,8 @@ class LegacyJob:
     state: Mapping[str, Any]
     history_entry: Any
     files: tuple[FileEntry, ...]
+    #: The decision the legacy state records (`legacy_approval`); None: no decision.
+    approval: LegacyDecision | None = None
 
     @property
     def remote_refs(self) -> list[RemoteRef]:
@@ -129,16 +140,23 @@ class LegacyJob:
             "cost_records": [{"pointer": c.pointer, "record": c.record} for c in self.cost_records],
             "cost_total": cost_total(self.cost_records),
             "finished": self.finished,
+            "approval": None if self.approval is None else self.approval.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LegacyJob:
-        """The inverse of `to_dict` (derived fields are recomputed from ``state``)."""
+        """The inverse of `to_dict` (derived fields are recomputed from ``state``).
+
+        ``approval`` is read as written, not recomputed: a manifest or journal written before
+        decisions were migrated has none, and its job is migrated (or verified) without one.
+        """
         state = data["state"]
         if not isinstance(state, dict):
             raise ValueError("state is not an object")
         files = tuple(FileEntry(str(f["path"]), str(f["sha256"]), int(f["size"])) for f in data["files"])
-        return cls(WeekId.parse(data["legacy_week"]), Path(data["source"]), state, data.get("history_entry"), files)
+        approval = LegacyDecision.from_dict(data.get("approval"))
+        week, source = WeekId.parse(data["legacy_week"]), Path(data["source"])
+        return cls(week, source, state, data.get("history_entry"), files, approval)
 
 
 @dataclass(frozen=True)
@@ -241,10 +259,8 @@ def _list_files(week_dir: Path) -> list[FileEntry]:
     return entries
 
 
-def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob:
-    """One week directory; ValueError says why it cannot be migrated."""
-    week_dir = root / str(week)
-    state_path = week_dir / LEGACY_STATE_FILE
+def _read_state(state_path: Path) -> dict[str, Any]:
+    """A week's state object; ValueError says why it cannot be read."""
     try:
         state = read_json_file(state_path, max_depth=LEGACY_MAX_DEPTH, unique_keys=True)
     except FileNotFoundError as exc:
@@ -253,12 +269,38 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
         raise ValueError(f"{LEGACY_STATE_FILE} is not readable JSON ({exc})") from exc
     if not isinstance(state, dict):
         raise ValueError(f"{LEGACY_STATE_FILE} is not a JSON object")
+    return state
+
+
+def _approval(state_path: Path, state: Mapping[str, Any]) -> LegacyDecision | None:
+    """The state's decision; `LegacyApprovalRefused` (the whole migration) for one in doubt.
+
+    ValueError from the cost records is left to the caller: that week is skipped, as before.
+    """
+    try:
+        decision = read_legacy_approval(state)
+        spending = [f"remote reference {r.pointer}" for r in extract_refs(state)]
+        spending += [f"cost record {c.pointer}" for c in extract_costs(state)]
+        if state.get("completed_at") is not None:
+            spending.append("/completed_at")
+        refuse_rejected_spending(decision, spending)
+    except LegacyApprovalError as exc:
+        raise LegacyApprovalRefused(str(state_path), exc) from None
+    return decision
+
+
+def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob:
+    """One week directory; ValueError says why it cannot be migrated (`LegacyApprovalRefused`: nothing can)."""
+    week_dir = root / str(week)
+    state_path = week_dir / LEGACY_STATE_FILE
+    state = _read_state(state_path)
     total = cost_total(extract_costs(state))
     problem = None if total is None else cost_problem(total)
     if problem:
         # Each amount may be a number (a refund is negative) while the job's cost, which the
         # episode records, is none: the record would be unreadable after the migration.
         raise ValueError(f"the cost records add up to {total}, {problem}: not a cost an episode can record")
+    approval = _approval(state_path, state)
     files = _list_files(week_dir)
     by_path = {f.path: f for f in files}
     for path, digest in recorded_hashes(state).items():
@@ -267,7 +309,7 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
             raise ValueError(f"the state records a hash for {path}, which is missing")
         if entry.sha256 != digest:
             raise ValueError(f"{path} hashes to {entry.sha256}, the state records {digest}")
-    return LegacyJob(week, week_dir, state, history.get(str(week)), tuple(files))
+    return LegacyJob(week, week_dir, state, history.get(str(week)), tuple(files), approval)
 
 
 def validate_legacy_root(root: Path) -> tuple[dict[str, Any], str | None]:
@@ -280,12 +322,41 @@ def validate_legacy_root(root: Path) -> tuple[dict[str, Any], str | None]:
     return _read_history(root)
 
 
+def check_legacy_approvals(root: Path) -> None:
+    """`validate_legacy_root`, then `LegacyApprovalRefused` for the first week whose approval is in doubt.
+
+    Reads only the state files (no artifact is hashed), so an apply can refuse before it takes its
+    lock or creates anything; weeks the scan would skip are passed over here.
+    """
+    root = root.absolute()
+    validate_legacy_root(root)
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return  # the scan reports it
+    for name in names:
+        path = root / name
+        try:
+            WeekId.parse(name)
+        except InvalidIdentifier:
+            continue
+        if path.is_symlink() or not path.is_dir():
+            continue
+        try:
+            state = _read_state(path / LEGACY_STATE_FILE)
+            extract_costs(state)
+        except (ValueError, OSError):
+            continue
+        _approval(path / LEGACY_STATE_FILE, state)
+
+
 def scan_legacy(root: Path) -> LegacyScan:
     """Read a legacy directory without changing it.
 
     A missing root or an unreadable history file is bad input (`InvalidIdentifier`): the history
     belongs to every week, so no week is migrated without it. A week directory that cannot be read
-    is reported in ``skipped`` and the others go on. Hidden entries of the root (``.name``) are not
+    is reported in ``skipped`` and the others go on; an approval in doubt (`LegacyApprovalRefused`)
+    stops the whole plan, as bad input. Hidden entries of the root (``.name``) are not
     weeks and are passed over; inside a week every regular file is the job's, hidden or not, so
     nothing is left behind in a week directory that the migration removes.
     """
@@ -311,6 +382,8 @@ def scan_legacy(root: Path) -> LegacyScan:
             continue
         try:
             jobs.append(_read_job(root, week, history))
+        except LegacyApprovalRefused:
+            raise
         except (ValueError, OSError) as exc:
             skipped.append(SkippedSource(str(path), str(exc)))
     return LegacyScan(root, tuple(jobs), tuple(skipped), history_sha)

@@ -1,9 +1,10 @@
 """The migration's evidence: the manifest written before anything moves, and the migration record.
 
-The manifest lists every legacy job with every file and its sha256, every remote reference and
-every cost record. A migrated episode keeps, in its ``metadata``: ``legacy_state`` (the legacy
-state object, whole), ``legacy_history`` (its week's history entry) and ``migration`` (where it
-came from, when, by which tool, and the sha256 of every file it brought). `check` compares both.
+The manifest lists every legacy job with every file and its sha256, every remote reference, every
+cost record and the decision its legacy approval records. A migrated episode keeps, in its
+``metadata``: ``legacy_state`` (the legacy state object, whole), ``legacy_history`` (its week's
+history entry) and ``migration`` (where it came from, when, by which tool, the sha256 of every file
+it brought, the decision); the decision itself is its ``approval``. `check` compares them all.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..errors import InvalidIdentifier
 from ..stores.durable import write_durable
 from .json_files import read_json_file
 from .legacy import LegacyJob, SkippedSource, cost_total, extract_costs, extract_refs
+from .legacy_approval import LegacyDecision
 
 __all__ = [
     "LEGACY_HISTORY_KEY",
@@ -31,6 +33,7 @@ __all__ = [
     "HashOf",
     "Manifest",
     "ManifestJob",
+    "decision_problems",
     "same_cost",
     "submission_as_migrated",
     "load_manifest",
@@ -58,13 +61,15 @@ class ManifestJob:
 
     job: LegacyJob
     allocation_key: str
+    #: False for a manifest written before decisions were migrated: its episodes carry none to verify.
+    decision_listed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.job.to_dict(), "allocation_key": self.allocation_key}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ManifestJob:
-        return cls(LegacyJob.from_dict(data), str(data["allocation_key"]))
+        return cls(LegacyJob.from_dict(data), str(data["allocation_key"]), "approval" in data)
 
 
 @dataclass(frozen=True)
@@ -215,4 +220,24 @@ def _compare(entry: ManifestJob, episode: Episode, hash_of: HashOf | None) -> li
         )
     if episode.metadata.get(LEGACY_HISTORY_KEY) != job.history_entry:
         problems.append(Problem(where, "the legacy history entry differs from the manifest"))
+    if entry.decision_listed:
+        problems += decision_problems(where, job.approval, episode, "the manifest")
     return problems
+
+
+def decision_problems(where: str, wanted: LegacyDecision | None, episode: Episode, source: str) -> list[Problem]:
+    """The legacy decision ``source`` lists, still the episode's; None wanted: any later decision is fine."""
+    if wanted is None:
+        return []
+    approval = episode.approval
+    if approval.decision is None:
+        return [Problem(where, f"no decision recorded, {source} has {_said(wanted.to_dict())}: lost")]
+    now = {"decision": approval.decision.value, "by": approval.by, "at": approval.at, "comment": approval.comment}
+    if now != wanted.to_dict():
+        return [Problem(where, f"decision {_said(now)}, {source} has {_said(wanted.to_dict())}")]
+    return []
+
+
+def _said(decision: Mapping[str, Any]) -> str:
+    comment = f" ({decision['comment']!r})" if decision.get("comment") else ""
+    return f"{decision['decision']} by {decision['by']!r} at {decision['at']!r}{comment}"

@@ -18,12 +18,14 @@ from ..stores.durable import TMP_PREFIX
 from ..stores.file import FileEpisodeStore
 from .json_files import read_json_file
 from .legacy import LEGACY_STATE_FILE, cost_total, extract_costs, extract_refs, recorded_hashes, sha256_file
+from .legacy_approval import LegacyDecision
 from .manifest import (
     LEGACY_STATE_KEY,
     LEGACY_SUBDIR,
     MIGRATION_KEY,
     HashOf,
     Manifest,
+    decision_problems,
     same_cost,
     submission_as_migrated,
     verify_manifest,
@@ -52,7 +54,7 @@ def verify_migrated(store: EpisodeStore, manifest: Manifest, episodes: Sequence[
 
 
 def check_migration_record(episode: Episode, where: str) -> list[Problem]:
-    """A migrated episode agrees with itself: ids, legacy state, cost total, remote reference."""
+    """A migrated episode agrees with itself: ids, legacy state, decision, cost total, remote reference."""
     record = episode.metadata.get(MIGRATION_KEY)
     if record is None:
         return []
@@ -72,6 +74,13 @@ def check_migration_record(episode: Episode, where: str) -> list[Problem]:
         total = cost_total(extract_costs(state))
     except ValueError as exc:
         return [*problems, Problem(where, f"legacy state: {exc}")]
+    if isinstance(record.get("approval"), dict):
+        try:
+            wanted = LegacyDecision.from_dict(record["approval"])
+        except ValueError as exc:
+            problems.append(Problem(where, f"migration record's approval: {exc}"))
+        else:
+            problems += decision_problems(where, wanted, episode, "the migration record")
     if not same_cost(total, record.get("cost_total")):
         problems.append(
             Problem(where, f"cost records add up to {total}, the migration recorded {record.get('cost_total')}")
