@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery
 
-.PHONY: install lint test demo demo-cli bench e2e-distributed clean
+.PHONY: install lint test demo demo-cli bench e2e-distributed e2e-approval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ bench: install
 # A real CeleryExecutor deployment (2 workers) backfills 14 runs against the PostgreSQL store.
 e2e-distributed: install
 	$(BIN)/python -m e2e.distributed
+
+# The approval gate under a LocalExecutor deployment, answered through Airflow's REST API as a
+# logged-in user: approve, reject, a killed approval task, a cleared run, an unknown episode and
+# require_approval without a decision, against the file and the PostgreSQL store.
+e2e-approval: install
+	$(BIN)/python -m e2e.approval
 
 clean:
 	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache

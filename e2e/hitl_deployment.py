@@ -69,3 +69,9 @@ class HitlDeployment(Deployment):
             return []
         lines = self.secrets_log.read_text().splitlines()
         return [entry["id"] for entry in map(json.loads, lines) if entry["kind"] == "connection"]
+
+    def parked(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> bool:
+        """The scheduler has processed the exit of the task process that parked to await input."""
+        key = f"TaskInstanceKey(dag_id='{dag_id}', task_id='{task_id}', run_id='{run_id}', try_number={try_number}"
+        text = (self.workdir / "scheduler.log").read_text(errors="replace")
+        return f"Received executor event with state success for task instance {key}" in text
