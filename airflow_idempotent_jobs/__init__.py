@@ -14,12 +14,16 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
+    "Approval": "episode",
+    "Decision": "episode",
     "Episode": "episode",
     "EpisodeStatus": "episode",
     "Submission": "episode",
     "SubmissionState": "episode",
     "AllocationConflict": "errors",
+    "ApprovalRequired": "errors",
     "BudgetExceeded": "errors",
+    "DecisionConflict": "errors",
     "EpisodeNotFound": "errors",
     "IdempotentJobsError": "errors",
     "IllegalTransition": "errors",
@@ -36,7 +40,11 @@ _EXPORTS = {
 
 __all__ = [
     "AllocationConflict",
+    "Approval",
+    "ApprovalRequired",
     "BudgetExceeded",
+    "Decision",
+    "DecisionConflict",
     "Episode",
     "EpisodeId",
     "EpisodeNotFound",
@@ -57,10 +65,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .episode import Episode, EpisodeStatus, Submission, SubmissionState
+    from .episode import Approval, Decision, Episode, EpisodeStatus, Submission, SubmissionState
     from .errors import (
         AllocationConflict,
+        ApprovalRequired,
         BudgetExceeded,
+        DecisionConflict,
         EpisodeNotFound,
         IdempotentJobsError,
         IllegalTransition,
