@@ -28,9 +28,11 @@ test: lint
 
 # The example DAG under real Airflow: retries, a lost provider answer, two runs in a week, one the next.
 # Then the paid layer on its own: a worker killed in flight, refused, reconciled and resumed.
+# Last, a real scheduler and api-server: one approval answered through Airflow's REST API.
 demo: install
 	$(BIN)/python demo/airflow_demo.py
 	$(BIN)/python demo/paid_walkthrough.py
+	$(BIN)/python demo/approval_demo.py
 
 demo-cli: install
 	$(BIN)/python demo/cli_walkthrough.py

@@ -195,7 +195,8 @@ class Deployment:
         say(f"provider server at {self.provider_url}, prediction-style API at {self.prediction_url or '-'}")
         started = time.monotonic()
         self.airflow("db", "migrate", timeout=300)
-        say(f"metadata database {self.airflow_db} migrated in {time.monotonic() - started:.0f}s")
+        where = "SQLite" if self.sqlite else self.airflow_db
+        say(f"metadata database {where} migrated in {time.monotonic() - started:.0f}s")
         control = self.env("control")
         self.spawn("api-server", [AIRFLOW, "api-server", "-H", "127.0.0.1", "-p", str(self.api_port)], control)
         self.spawn("scheduler", [AIRFLOW, "scheduler"], control)

@@ -28,6 +28,8 @@ class HitlDeployment(Deployment):
     )
     #: Connection ids that resolve to the provider server too (a DAG may use one of its own).
     provider_aliases: tuple[str, ...] = ()
+    #: Log every Connection lookup (the suite's recording secrets backend; not for the demo).
+    record_lookups: bool = True
 
     @property
     def api_url(self) -> str:
@@ -54,11 +56,12 @@ class HitlDeployment(Deployment):
             {
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{APPROVER}:op,{VIEWER}:viewer",
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
-                "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-                "IJ_SECRETS_LOG": str(self.secrets_log),
                 "AIRFLOW__CORE__PARALLELISM": "16",
             }
         )
+        if self.record_lookups:
+            env["AIRFLOW__SECRETS__BACKEND"] = "tests.airflow.recording_secrets.RecordingSecretsBackend"
+            env["IJ_SECRETS_LOG"] = str(self.secrets_log)
         for alias in self.provider_aliases:
             env[f"AIRFLOW_CONN_{alias.upper()}"] = env["AIRFLOW_CONN_MEDIA_PROVIDER"]
         return env

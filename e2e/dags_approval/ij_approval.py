@@ -31,7 +31,7 @@ UNAPPROVED_PROVIDER_CONN_ID = "media_provider_unapproved"
 UNKNOWN_EPISODE = "2026-W01-99"
 EPISODE = "{{ ti.xcom_pull(task_ids='allocate') }}"
 REQUEST = {"prompt": "approval e2e {{ dag.dag_id }} {{ run_id }}", "units": 1}
-ARGS = {"start_date": pendulum.datetime(2026, 1, 1, tz="UTC"), "schedule": None, "catchup": False}
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
 class DieAfterRecording(ApproveEpisodeOperator):
@@ -64,37 +64,40 @@ def _generate(store: dict[str, Any], provider_conn_id: str = PROVIDER_CONN_ID) -
 
 
 for name, store in STORES.items():
-    with DAG(dag_id=f"ij_approval_{name}", tags=["idempotent-jobs", "e2e"], **ARGS):
+    with DAG(dag_id=f"ij_approval_{name}", schedule=None, start_date=START, tags=["idempotent-jobs", "e2e"]):
         approve = ApproveEpisodeOperator(
             task_id="approve", episode_id=EPISODE, request=REQUEST, estimated_cost=1.0, **store
         )
         generate = _generate(store)
         AllocateEpisodeOperator(task_id="allocate", **store) >> approve >> generate
-        publish(generate.output)
+        publish(generate.output)  # type: ignore[arg-type]  # an XComArg now, the summary at run time
 
     with DAG(
         dag_id=f"ij_approval_kill_{name}",
         default_args={"retries": 1, "retry_delay": dt.timedelta(seconds=1)},
+        schedule=None,
+        start_date=START,
         tags=["idempotent-jobs", "e2e"],
-        **ARGS,
     ):
         approve = DieAfterRecording(task_id="approve", episode_id=EPISODE, request=REQUEST, **store)
         generate = _generate(store)
         AllocateEpisodeOperator(task_id="allocate", **store) >> approve >> generate
-        publish(generate.output)
+        publish(generate.output)  # type: ignore[arg-type]  # an XComArg now, the summary at run time
 
     with DAG(
         dag_id=f"ij_approval_unknown_{name}",
         default_args={"retries": 2, "retry_delay": dt.timedelta(seconds=1)},
+        schedule=None,
+        start_date=START,
         tags=["idempotent-jobs", "e2e"],
-        **ARGS,
     ):
         ApproveEpisodeOperator(task_id="approve", episode_id=UNKNOWN_EPISODE, **store)
 
     with DAG(
         dag_id=f"ij_approval_required_{name}",
         default_args={"retries": 2, "retry_delay": dt.timedelta(seconds=1)},
+        schedule=None,
+        start_date=START,
         tags=["idempotent-jobs", "e2e"],
-        **ARGS,
     ):
         AllocateEpisodeOperator(task_id="allocate", **store) >> _generate(store, UNAPPROVED_PROVIDER_CONN_ID)
