@@ -100,6 +100,7 @@ def kept(before: Episode, after: Episode) -> None:
     The store runs it on every update, whatever the change: `decided` is not the only writer, and
     the PostgreSQL schema refuses the same for writers that bypass the store (SQLSTATE IJ004).
     """
+    _rejection_kept(after)
     old, new = before.approval, after.approval
     if old == new:
         return
@@ -111,6 +112,23 @@ def kept(before: Episode, after: Episode) -> None:
         raise DecisionConflict(
             before.episode_id, "undecided", "an approval history without its earlier events", None, None
         )
+
+
+def _rejection_kept(episode: Episode) -> None:
+    """A rejected episode keeps status rejected and spends nothing; only a rejection sets that status.
+
+    The ledger maps its states to a status, and any `update` may set one: without this, a later
+    write could turn a rejected episode back into ``allocated`` or ``running`` (the PostgreSQL schema
+    refuses the same rows, constraint ``episodes_rejected_check``).
+    """
+    rejected = episode.approval.decision is Decision.REJECTED
+    if rejected and episode.status is EpisodeStatus.REJECTED and episode.submission.state is SubmissionState.NONE:
+        return
+    if rejected:
+        wanted = f"status {episode.status.value} with submission {episode.submission.state.value}"
+        raise DecisionConflict(episode.episode_id, "rejected", wanted, episode.approval.by, episode.approval.at)
+    if episode.status is EpisodeStatus.REJECTED:
+        raise DecisionConflict(episode.episode_id, "undecided", "status rejected without a rejection", None, None)
 
 
 def check_approved(episode: Episode) -> Episode:

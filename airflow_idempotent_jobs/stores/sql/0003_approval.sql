@@ -12,6 +12,13 @@ ALTER TABLE {schema}.episodes DROP CONSTRAINT episodes_status_check;
 ALTER TABLE {schema}.episodes ADD CONSTRAINT episodes_status_check
     CHECK (status IN ('allocated', 'running', 'succeeded', 'failed', 'cancelled', 'rejected'));
 
+-- Status 'rejected' if and only if the decision is a rejection, and a rejected episode spends
+-- nothing: a writer that knows nothing of approvals (a worker of an earlier release, hand-written
+-- SQL) cannot move a rejected row's ledger or status, nor call an undecided row rejected.
+ALTER TABLE {schema}.episodes ADD CONSTRAINT episodes_rejected_check
+    CHECK ((status = 'rejected') = (approval ->> 'decision' IS NOT DISTINCT FROM 'rejected')
+           AND (status <> 'rejected' OR submission_state = 'none'));
+
 -- A decision is final and its history append-only: whoever writes the row, a recorded decision
 -- never changes or disappears, and the new history starts with the old one (SQLSTATE IJ004).
 CREATE FUNCTION {schema}.episodes_guard_approval() RETURNS trigger LANGUAGE plpgsql AS $$
