@@ -288,9 +288,15 @@ class Approval:
         history = data.get("history", [])
         if not isinstance(history, (list, tuple)):
             raise ValueError("approval history must be a list")
-        for item in history:
+        for n, item in enumerate(history):
             if not isinstance(item, Mapping) or set(item) != _ENTRY_FIELDS or item["event"] not in APPROVAL_EVENTS:
-                raise ValueError(f"approval history entry {item!r:.120} is not an event")
+                raise ValueError(f"approval history entry {n} is not an event")
+            # Shown to approvers and compared with the decision: text only, never a nested value.
+            for name in ("by", "at", "comment", "via"):
+                if not isinstance(item[name], str) and (name in ("by", "at") or item[name] is not None):
+                    raise ValueError(
+                        f"approval history entry {n}: {name} must be text, not {type(item[name]).__name__}"
+                    )
         decision = data.get("decision")
         approval = cls(
             decision=None if decision is None else Decision(decision),

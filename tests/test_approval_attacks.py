@@ -179,3 +179,36 @@ def test_file_store_hand_edit_that_unrejects_is_reported_and_blocks_payment(tmp_
             with pytest.raises(ApprovalRequired, match="rejected by bob"):
                 SubmissionLedger(store).submit(eid, provider, REQUEST)
             assert server.submissions() == 0
+
+
+def _asked(**fields: Any) -> dict[str, Any]:
+    entry = {"event": "asked", "by": "ti-1", "at": "2026-08-03T09:00:00+00:00", "comment": None, "via": "airflow"}
+    return {"decision": None, "by": None, "at": None, "comment": None, "via": None, "history": [{**entry, **fields}]}
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("approval", "reason"),
+    [
+        (_asked(by={"user": ["alice"]}), "approval history entry 0: by must be text, not dict"),  # was read as is
+        (_asked(at=1754211600), "approval history entry 0: at must be text, not int"),  # was read as is
+        (_asked(comment=["too", "deep"]), "approval history entry 0: comment must be text, not list"),  # was read
+        (_asked(comment=_nested(80)), "deeper than"),
+        ({**_asked(), "decision": "APPROVED", "by": "a", "at": "t"}, "'APPROVED' is not a valid Decision"),
+    ],
+)
+def test_a_malformed_approval_in_a_record_is_store_corrupted_naming_it_and_check_reports_it(
+    backend: Backend, store: EpisodeStore, approval: dict[str, Any], reason: str
+) -> None:
+    eid = store.allocate(W32, "job").episode_id
+    backend.overwrite(eid, "allocated", approval)
+    shown = run_cli("--store", backend.url, "show", eid)
+    assert shown.code == 5 and reason in shown.error_line() and eid in shown.error_line(), shown
+    done = run_cli("--store", backend.url, "check")
+    assert done.code == 1 and reason in done.stdout and eid in done.stdout, done.stdout
