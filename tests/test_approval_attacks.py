@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +24,7 @@ from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import Backend, FileBackend
 from tests.clirun import run_cli
+from tests.legacy_fixtures import make_legacy, tree, write_week
 from tests.pg import spawn_together
 
 W32 = "2026-W32"
@@ -161,7 +163,7 @@ def test_a_rejection_racing_a_submission_in_other_processes_never_ends_rejected_
         assert server.submissions() == 0
 
 
-def test_file_store_hand_edit_that_unrejects_is_reported_and_blocks_payment(tmp_path: Any) -> None:
+def test_file_store_hand_edit_that_unrejects_is_reported_and_blocks_payment(tmp_path: Path) -> None:
     """A hand edit of state.json (status set back to allocated) is named by check; the ledger still refuses."""
     backend = FileBackend(tmp_path / "store")
     with backend.open() as store:
@@ -212,3 +214,40 @@ def test_a_malformed_approval_in_a_record_is_store_corrupted_naming_it_and_check
     assert shown.code == 5 and reason in shown.error_line() and eid in shown.error_line(), shown
     done = run_cli("--store", backend.url, "check")
     assert done.code == 1 and reason in done.stdout and eid in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"approved_by": None, "approved_at": None, "rejected_by": None, "rejected_at": None},
+        {"approved": False, "approved_by": None},
+    ],
+)
+def test_a_legacy_job_whose_approval_fields_are_all_null_migrates_undecided(tmp_path: Path, fields: Any) -> None:
+    """Was refused as 'approved, but the state does not say who': null is JSON's "not set", the usual
+    shape of a job nobody decided yet, and refusing it stopped the whole migration."""
+    legacy = make_legacy(tmp_path / "legacy", bad=False)
+    write_week(legacy, "2026-W40", fields)
+    done = run_cli("--store", str(tmp_path / "store"), "migrate", "--from", str(legacy), "--apply")
+    assert done.code == 0, done.stderr
+    (migrated,) = [e for e in open_store(str(tmp_path / "store")).list("2026-W40")]
+    assert migrated.approval.decision is None and migrated.status is EpisodeStatus.ALLOCATED
+
+
+@pytest.mark.parametrize("name", ["Rejected_By", "REJECTED_BY", " rejected_by", "Approval"])
+def test_a_legacy_approval_field_spelled_differently_refuses_the_migration_and_changes_nothing(
+    tmp_path: Path, name: str
+) -> None:
+    """Was a hole: ``Rejected_By`` was read as no field at all, so the job migrated undecided and a paid
+    step without ``require_approval`` would have paid for a job a person had rejected."""
+    legacy = make_legacy(tmp_path / "legacy", bad=False)
+    value = {"state": "rejected", "by": "finance", "at": "t"} if name == "Approval" else "finance"
+    state = write_week(legacy, "2026-W40", {name: value, "rejected_at": "2026-10-01T09:00:00Z"})
+    before = tree(tmp_path)
+    done = run_cli("--store", str(tmp_path / "store"), "migrate", "--from", str(legacy), "--apply")
+    assert done.code == 2, (done.stdout, done.stderr)
+    assert done.error_line() == (
+        f"idempotent-jobs: error: legacy approval in {state}: field /{name}: looks like {name.strip().lower()} "
+        "but is not spelled so: rename it or remove it; nothing was migrated"
+    )
+    assert tree(tmp_path) == before

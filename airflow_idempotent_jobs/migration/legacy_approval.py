@@ -12,10 +12,13 @@ decision as long as they agree)::
     "approved": true | false                       true: an approval (``approved_by``/``_at`` name it)
 
 ``approved``/``rejected`` become the decision; ``pending``, ``none``, ``approved: false`` and no
-field at all are "no decision". Anything else is refused, never guessed: an unknown value or field
-inside ``approval``, fields that contradict each other, a decision without who or when, an approver
-that is not text, and a rejection of a job that shows spending (a remote reference, a cost record,
-a completion): each is `LegacyApprovalError` naming the field as an RFC 6901 pointer.
+field at all are "no decision"; a field that is null says nothing (``"rejected_by": null`` beside an
+approval, or every field null in a job nobody decided yet). Anything else is refused, never guessed:
+an unknown value or field inside ``approval``, a top-level name that differs from one above only in
+case or surrounding blanks (``Rejected_By``: read as nothing, a rejection would be lost), fields that
+contradict each other, a decision without who or when, an approver that is not text, and a rejection
+of a job that shows spending (a remote reference, a cost record, a completion): each is
+`LegacyApprovalError` naming the field as an RFC 6901 pointer.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ _OBJECT_FIELDS: Final = frozenset(
 )
 _WHO: Final = ("by", "approved_by", "rejected_by")
 _WHEN: Final = ("at", "approved_at", "rejected_at")
+#: The top-level names this module reads.
+_TOP_LEVEL: Final = frozenset({"approval", "approved", "approved_by", "approved_at", "rejected_by", "rejected_at"})
 #: Longest legacy timestamp text taken over (it is shown, not parsed: legacy formats vary).
 _MAX_AT: Final = 64
 
@@ -171,6 +176,11 @@ def _object_claims(value: Any, claims: _Claims) -> tuple[str, Any] | None:
 
 
 def _top_level_claims(state: Mapping[str, Any], claims: _Claims) -> None:
+    for name in state:
+        plain = name.strip().lower() if isinstance(name, str) else name
+        if plain in _TOP_LEVEL and plain != name:
+            pointer = "/" + name.replace("~", "~0").replace("/", "~1")
+            raise LegacyApprovalError(pointer, f"looks like {plain} but is not spelled so: rename it or remove it")
     if "approved" in state:
         flag = state["approved"]
         if not isinstance(flag, bool):
@@ -183,6 +193,8 @@ def _top_level_claims(state: Mapping[str, Any], claims: _Claims) -> None:
 def _named_claims(fields: Mapping[str, Any], prefix: str, claims: _Claims) -> None:
     """``by``/``at`` and their ``approved_``/``rejected_`` forms, which also say which decision it was."""
     for name, value in fields.items():
+        if value is None:  # JSON's "not set": claims no decision, no one and no time
+            continue
         if name in ("approved_by", "approved_at"):
             claims.decisions.append((prefix + name, frozenset({Decision.APPROVED})))
         elif name in ("rejected_by", "rejected_at"):
