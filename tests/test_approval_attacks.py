@@ -26,6 +26,7 @@ from tests.backends import Backend, FileBackend
 from tests.clirun import run_cli
 from tests.legacy_fixtures import make_legacy, tree, write_week
 from tests.pg import spawn_together
+from tests.pg_stopped import postmaster_pid, stopped
 
 W32 = "2026-W32"
 REQUEST = {"prompt": "weekly video", "units": 2}
@@ -251,3 +252,32 @@ def test_a_legacy_approval_field_spelled_differently_refuses_the_migration_and_c
         "but is not spelled so: rename it or remove it; nothing was migrated"
     )
     assert tree(tmp_path) == before
+
+
+def _with_query(url: str, query: str) -> str:
+    return url + ("&" if "?" in url else "?") + query
+
+
+@pytest.mark.parametrize("down", ["refused", "stopped"])
+@pytest.mark.parametrize("command", [["approve", "--by", "alice"], ["reject", "--by", "bob", "--comment", "no"]])
+def test_deciding_on_a_store_that_is_down_is_one_line_exit_5_and_nothing_recorded(
+    pg_database: str, down: str, command: list[str]
+) -> None:
+    """Nothing refused the port (connection refused) or nobody answers it (the postmaster stopped)."""
+    with open_store(pg_database) as store:
+        eid = store.allocate(W32, "job").episode_id
+    if down == "refused":
+        url = _with_query(pg_database.replace(":5432/", ":1/"), "connect_timeout=2")
+        done = run_cli("--store", url, command[0], eid, *command[1:])
+    else:
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            pid = postmaster_pid(admin)
+        with stopped(pid):
+            done = run_cli("--store", _with_query(pg_database, "connect_timeout=1"), command[0], eid, *command[1:])
+    assert done.code == 5, (done.stdout, done.stderr)
+    line = done.error_line()
+    assert line.startswith("idempotent-jobs: error: PostgreSQL store postgresql://") and " is unavailable: " in line
+    assert pg_database.rsplit("/", 1)[1] in line, line  # where: the store's own URL (it carries no password here)
+    assert done.stdout == ""
+    with open_store(pg_database) as store:
+        assert store.get(eid).approval.decision is None
