@@ -9,7 +9,7 @@ import pytest
 
 from airflow_idempotent_jobs import EpisodeStore
 from tests.backends import Backend, FileBackend, PostgresBackend
-from tests.pg import pg_database, pg_server  # noqa: F401  (fixtures)
+from tests.pg import empty_database, pg_database, pg_server  # noqa: F401  (fixtures)
 
 #: Backend names the conformance suite runs against; the PostgreSQL store adds "postgres".
 BACKENDS = ["file", pytest.param("postgres", marks=pytest.mark.postgres)]

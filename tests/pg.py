@@ -19,7 +19,15 @@ from urllib.parse import quote
 
 import pytest
 
-__all__ = ["PgServer", "insert_before_approvals", "pg_database", "pg_server", "pg_url", "spawn_together"]
+__all__ = [
+    "PgServer",
+    "empty_database",
+    "insert_before_approvals",
+    "pg_database",
+    "pg_server",
+    "pg_url",
+    "spawn_together",
+]
 
 _OURS = re.compile(r"ij_(?:tpl|t)_([0-9]+)_[0-9a-f]+(?:_[0-9]+)?")
 
@@ -162,6 +170,16 @@ def pg_server() -> Iterator[PgServer]:
 def pg_database(pg_server: PgServer) -> Iterator[str]:
     """The URL of a fresh database with the store's schema, dropped after the test."""
     name = pg_server.create()
+    try:
+        yield pg_url(name)
+    finally:
+        pg_server.drop(name)
+
+
+@pytest.fixture
+def empty_database(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a database that has never seen the store (no schema at all), dropped after the test."""
+    name = pg_server.create(empty=True)
     try:
         yield pg_url(name)
     finally:

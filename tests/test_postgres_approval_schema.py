@@ -4,7 +4,6 @@ itself keeps a recorded decision final and its history append-only, whoever writ
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -19,20 +18,11 @@ from airflow_idempotent_jobs.stores.pg_session import DECISION_CHANGED
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
-from tests.pg import PgServer, insert_before_approvals, pg_url
+from tests.pg import insert_before_approvals
 
 pytestmark = pytest.mark.postgres
 
 S = SubmissionState
-
-
-@pytest.fixture
-def empty_database(pg_server: PgServer) -> Iterator[str]:
-    name = pg_server.create(empty=True)
-    try:
-        yield pg_url(name)
-    finally:
-        pg_server.drop(name)
 
 
 def _moved(episode: Episode, status: EpisodeStatus, *states: SubmissionState, **changes: Any) -> Episode:

@@ -49,15 +49,6 @@ def other_database(pg_server: PgServer) -> Iterator[str]:
         pg_server.drop(name)
 
 
-@pytest.fixture
-def empty_database(pg_server: PgServer) -> Iterator[str]:
-    name = pg_server.create(empty=True)
-    try:
-        yield pg_url(name)
-    finally:
-        pg_server.drop(name)
-
-
 def _token(url: str) -> tuple[str, str]:
     with open_store(url) as store:
         assert store.allocate("2026-W32", "weekly:scheduled__2026-08-03").episode_id == EPISODE

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -18,19 +17,9 @@ from airflow_idempotent_jobs.episode import TRANSITIONS
 from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from tests.backends import PostgresBackend
-from tests.pg import PgServer, pg_url, spawn_together
+from tests.pg import spawn_together
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def empty_database(pg_server: PgServer) -> Iterator[str]:
-    """A database that has never seen the store (no schema at all)."""
-    name = pg_server.create(empty=True)
-    try:
-        yield pg_url(name)
-    finally:
-        pg_server.drop(name)
 
 
 def _versions(url: str) -> list[tuple[int, str]]:
