@@ -218,11 +218,11 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
             shown_request(self.request),
             "```",
             "",
-            f"**Estimated cost:** {_amount(self.estimated_cost)}",
-            f"**Spent this week so far:** {week_spend(week)}",
+            f"- Estimated cost: {_amount(self.estimated_cost)}",
+            f"- Spent this week so far: {week_spend(week)}",
         ]
         if self.weekly_budget is not None:
-            lines.append(f"**Weekly budget:** {_amount(self.weekly_budget)}")
+            lines.append(f"- Weekly budget: {_amount(self.weekly_budget)}")
         return "\n".join(lines)
 
 
