@@ -32,7 +32,7 @@ MAX_COMMENT: Final = 2000
 _ASKED: Final = "asked"
 
 
-def validate_actor(by: object, what: str = "--by") -> str:
+def validate_actor(by: object, what: str = "approver") -> str:
     """A name for the record: non-empty printable text of at most `MAX_BY` characters."""
     if not isinstance(by, str) or not by.strip():
         raise InvalidIdentifier(what, by, "must name who decides")

@@ -38,7 +38,7 @@ def register(commands: Any) -> None:
 
 def _decide(args: argparse.Namespace) -> int:
     episode_id = EpisodeId.parse(args.episode_id)
-    by = validate_actor(args.by)
+    by = validate_actor(args.by, "--by")
     comment = validate_comment(args.comment)
     wanted: Decision = args.decision
     with open_cli_store(args) as store:
