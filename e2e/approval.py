@@ -93,6 +93,19 @@ class Observer:
         )
         return question
 
+    def finish_unasked(self, dag_id: str, run_id: str) -> str:
+        """The run's end state, or ``asked again (try N)`` as soon as ``approve`` awaits input anew."""
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            state = self.rest.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                return state
+            approve = self.rest.task_instance(dag_id, run_id, "approve")
+            if approve.get("state") == "awaiting_input":
+                return f"asked again (try {approve.get('try_number')})"
+            time.sleep(1.0)
+        raise TimeoutError(f"run {dag_id}/{run_id} did not finish within {WAIT:.0f}s")
+
     def store_url(self, store: str) -> str:
         return str(self.deployment.file_store) if store == "file" else self.deployment.store_url
 
@@ -220,7 +233,7 @@ def case_killed(obs: Observer, out: Results, store: str) -> None:
     run_id = obs.rest.trigger(dag_id)
     obs.wait_for_question(dag_id, run_id, "approve")
     obs.rest.answer(dag_id, run_id, "approve", "Approve", {"comment": "go"})
-    state = obs.rest.wait_for_run(dag_id, run_id, WAIT)
+    state = obs.finish_unasked(dag_id, run_id)
     tries = obs.tries(dag_id, run_id)
     rows = obs.hitl_rows(dag_id, run_id)
     seen = _approval(obs.episode_of(store, dag_id, run_id))
@@ -247,7 +260,7 @@ def case_killed(obs: Observer, out: Results, store: str) -> None:
 def case_cleared(obs: Observer, out: Results, store: str, run_id: str) -> None:
     dag_id = f"ij_approval_{store}"
     obs.rest.clear_run(dag_id, run_id)
-    state = obs.rest.wait_for_run(dag_id, run_id, WAIT)
+    state = obs.finish_unasked(dag_id, run_id)
     tries = obs.tries(dag_id, run_id)
     rows = obs.hitl_rows(dag_id, run_id)
     seen = _approval(obs.episode_of(store, dag_id, run_id))
@@ -313,16 +326,25 @@ def run(deployment: HitlDeployment, out: Results) -> None:
     started = time.monotonic()
 
     def per_store(store: str) -> None:
+        def guarded(case: str, job: Callable[[], Any]) -> Any:
+            try:
+                return job()
+            except Exception as exc:  # one case going wrong is that case's FAIL; the others go on
+                out.expect(f"[{store}] {case} ran to the end", False, f"{type(exc).__name__}: {exc}")
+                return None
+
         with ThreadPoolExecutor(max_workers=5) as pool:
-            approved = pool.submit(case_approve, obs, out, store, viewer)
-            others: list[Callable[[], None]] = [
-                lambda: case_reject(obs, out, store),
-                lambda: case_killed(obs, out, store),
-                lambda: case_unknown(obs, out, store),
-                lambda: case_required(obs, out, store),
+            approved = pool.submit(guarded, "a. approve", lambda: case_approve(obs, out, store, viewer))
+            others: list[tuple[str, Callable[[], None]]] = [
+                ("b. reject", lambda: case_reject(obs, out, store)),
+                ("c. killed approval task", lambda: case_killed(obs, out, store)),
+                ("e. unknown episode", lambda: case_unknown(obs, out, store)),
+                ("f. require_approval", lambda: case_required(obs, out, store)),
             ]
-            futures = [pool.submit(job) for job in others]
-            case_cleared(obs, out, store, approved.result())
+            futures = [pool.submit(guarded, case, job) for case, job in others]
+            run_id = approved.result()
+            if run_id is not None:
+                guarded("d. cleared run", lambda: case_cleared(obs, out, store, run_id))
             for future in futures:
                 future.result()
 

@@ -310,9 +310,10 @@ class Deployment:
         if self.sqlite:
             import sqlite3
 
-            with contextlib.closing(sqlite3.connect(self.workdir / "airflow.db", timeout=30)) as db:
+            with contextlib.closing(sqlite3.connect(f"file:{self.workdir / 'airflow.db'}?mode=ro", uri=True)) as db:
                 return list(db.execute(query.replace("%s", "?"), params))
-        with psycopg.connect(pg_url(self.airflow_db)) as conn:
+        # Read only: the runners look at Airflow's metadata, never change it.
+        with psycopg.connect(pg_url(self.airflow_db), options="-c default_transaction_read_only=on") as conn:
             return list(conn.execute(query.encode(), params or None))
 
     def _dag_serialized(self) -> bool:
