@@ -32,9 +32,7 @@ def allocated(store: EpisodeStore) -> str:
     return store.allocate("2026-W32", "approval-key").episode_id
 
 
-def test_a_rejected_episode_never_submits_with_or_without_the_flag(
-    store: EpisodeStore, server: ProviderServer
-) -> None:
+def test_a_rejected_episode_never_submits_with_or_without_the_flag(store: EpisodeStore, server: ProviderServer) -> None:
     eid = allocated(store)
     store.decide(eid, Decision.REJECTED, by="alice", via="cli", comment="too expensive")
     ledger = SubmissionLedger(store)
@@ -55,7 +53,7 @@ def test_require_approval_refuses_an_undecided_episode_and_sends_nothing(
     eid = allocated(store)
     before = store.get(eid)
     ledger = SubmissionLedger(store)
-    with pytest.raises(ApprovalRequired, match="no decision is recorded; approve it .* idempotent-jobs approve"):
+    with pytest.raises(ApprovalRequired, match=r"no decision is recorded; approve it .* idempotent-jobs approve"):
         ledger.preflight(eid, REQUEST, require_approval=True)
     with pytest.raises(ApprovalRequired, match="no decision is recorded"):
         ledger.submit(eid, provider_for(server), REQUEST, require_approval=True)

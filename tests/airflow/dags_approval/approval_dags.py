@@ -21,9 +21,10 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 EPISODE = "{{ dag_run.conf['episode'] }}"
 EPISODE_TF = "{{ dag_run.conf['episode_tf'] }}"
 REQUEST = {"prompt": "approval scenario ({{ dag_run.conf['episode'] }})", "units": 2}
+#: One store for every DAG here: a second DAG may gate the same episode.
 STORE = store_for("ija")
 #: How a task hands control back to Airflow without failing: it waits for a person, or skips downstream.
-SIGNALS = frozenset({"TaskAwaitingInput", "DownstreamTasksSkipped"})  # one store for every DAG here: a second DAG may gate the same episode
+SIGNALS = frozenset({"TaskAwaitingInput", "DownstreamTasksSkipped"})
 
 
 class Reporting:
