@@ -348,9 +348,13 @@ def run(deployment: HitlDeployment, out: Results) -> None:
             for future in futures:
                 future.result()
 
-    with ThreadPoolExecutor(max_workers=len(STORES)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(STORES))
+    try:
         for future in [pool.submit(per_store, store) for store in STORES]:
             future.result()
+    finally:
+        # On Ctrl-C, do not wait for the cases: stopping the deployment ends their polling.
+        pool.shutdown(wait=False, cancel_futures=True)
     lookups = deployment.connection_lookups()
     out.expect(
         "f. the recording secrets backend saw lookups, none of the unapproved step's provider Connection",

@@ -75,6 +75,7 @@ class HitlDeployment(Deployment):
 
     def parked(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> bool:
         """The scheduler has processed the exit of the task process that parked to await input."""
+        self._check_alive()  # a stopped deployment ends the wait at once
         key = f"TaskInstanceKey(dag_id='{dag_id}', task_id='{task_id}', run_id='{run_id}', try_number={try_number}"
         text = (self.workdir / "scheduler.log").read_text(errors="replace")
         return f"Received executor event with state success for task instance {key}" in text
