@@ -15,6 +15,10 @@ What Airflow may do, and what happens then, is as in the classic DAG: a retry, a
 backfill of the same run keeps its episode and resumes its paid job; a second run in the same ISO
 week gets the next episode; a retry that cannot know whether the provider accepted the job fails
 without retry and names the ``idempotent-jobs reconcile`` command to run.
+
+The approval gate is optional, as in the classic DAG: trigger a run with ``{"require_approval":
+true}`` and ``approve`` asks a person to approve or reject the episode's spending before
+``generate`` runs (the decision is kept in the episode); by default it is skipped.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ import datetime as dt
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 
 from airflow_idempotent_jobs.episode import Episode
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
+from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, ApproveEpisodeOperator
 
 # [START weekly_media_pipeline_taskflow]
 with DAG(
@@ -36,7 +40,10 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 5, tz="Europe/Berlin"),
     catchup=False,
     tags=["idempotent-jobs", "example"],
-    params={"topic": "the week in review"},
+    params={
+        "topic": "the week in review",
+        "require_approval": Param(False, type="boolean", description="Ask a person before paying"),
+    },
     default_args={"retries": 3, "retry_delay": dt.timedelta(minutes=2)},
 ):
     # One episode per run: 2026-W32-0, then 2026-W32-1 for a second run in that week.
@@ -47,12 +54,28 @@ with DAG(
         """Where a real pipeline would pick this week's subject."""
         return str(params["topic"])
 
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def needs_approval(params: dict[str, Any]) -> bool:
+        """False: skip only ``approve``; ``generate`` still runs (its trigger rule is none_failed)."""
+        return bool(params["require_approval"])
+
+    # Asks once per episode and keeps the answer in it; rejected or no answer in two days: no payment.
+    approve = ApproveEpisodeOperator(
+        task_id="approve",
+        episode_id=episode_id,
+        request={"prompt": "{{ params.topic }} ({{ ti.xcom_pull(task_ids='allocate') }})", "units": 2},
+        estimated_cost=2.5,
+        response_timeout=dt.timedelta(days=2),
+        defaults="Reject",
+    )
+
     # Pays for the episode's job at most once, whatever Airflow retries.
     @task.paid_generation(
         provider_conn_id="media_provider",
         episode_id=episode_id,
         deferrable=True,  # polling runs in the triggerer; set False if you run none
         poll_timeout=2 * 3600,
+        trigger_rule="none_failed",  # runs when approve approved, or was skipped (no gate)
     )
     def generate(topic: str, episode_id: str) -> dict[str, Any]:
         """The request: the same arguments must build the same request on every try."""
@@ -72,5 +95,7 @@ with DAG(
         print(f"Published episode {report['episode']}: {report['media']} (cost {report['cost']})")
         return report
 
-    publish(generate(topic(), episode_id))
+    paid = generate(topic(), episode_id)
+    needs_approval() >> approve >> paid
+    publish(paid)
 # [END weekly_media_pipeline_taskflow]

@@ -88,11 +88,13 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
             )
         for name, value in (("estimated_cost", estimated_cost), ("weekly_budget", weekly_budget)):
             _refuse_amount(task_id, name, value)
+        # Airflow hands the DAG's params in here too; HITLOperator keeps only task-level ones as form fields.
+        params = {**dict(kwargs.pop("params", None) or {}), COMMENT_PARAM: _comment_param()}
         super().__init__(
             subject=subject or "",
             body=None,
             defaults=defaults,
-            params={COMMENT_PARAM: Param("", type="string", description="Why (kept with the decision)")},
+            params=params,
             response_timeout=response_timeout,
             fail_on_reject=fail_on_reject,
             ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
@@ -155,6 +157,22 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
             store.close()
         self.log.info("Episode %s: %s by %s", eid, chosen.value, by)
         return self._outcome(context, episode, asked=True)
+
+    # -- the form: one comment field, whatever params the DAG has -------------------------------------
+    @property
+    def serialized_params(self) -> dict[str, dict[str, Any]]:
+        """The form's fields: the comment only. At run time Airflow merges the DAG's params into the
+        task's, and HITLOperator would show them all (and demand them all back in the answer)."""
+        return {COMMENT_PARAM: _comment_param().serialize()}
+
+    def validate_params_input(self, params_input: Mapping[str, Any]) -> None:
+        """An answer may carry the comment (text) and nothing else."""
+        unknown = sorted(set(params_input) - {COMMENT_PARAM})
+        if unknown:
+            raise AirflowFailException(f"{self.task_id}: the answer has fields {unknown}; only {COMMENT_PARAM!r}")
+        comment = params_input.get(COMMENT_PARAM)
+        if comment is not None and not isinstance(comment, str):
+            raise AirflowFailException(f"{self.task_id}: the answer's comment must be text, not {comment!r:.60}")
 
     # -- helpers -----------------------------------------------------------------------------------
     def _open_store(self) -> EpisodeStore:
@@ -265,6 +283,10 @@ def week_spend(week: list[Episode]) -> str:
     if unknown:
         text += f"; unknown for {', '.join(unknown)} (the provider reported no valid cost)"
     return text
+
+
+def _comment_param() -> Param:
+    return Param("", type="string", description="Why (kept with the decision)")
 
 
 def _amount(value: float | None) -> str:

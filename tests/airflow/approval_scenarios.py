@@ -13,6 +13,7 @@ HTTP layer itself is the e2e suite's (e2e/approval.py, a real api-server).
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -128,13 +129,12 @@ def answer(option: str, comment: str, user: dict[str, str] = ALICE, before: Call
     def act(ti: Any, session: Any) -> None:
         from airflow.models.trigger import handle_event_submit
         from airflow.triggers.base import TriggerEvent
-        from airflow.utils import timezone
 
         if before is not None:
             before()
         detail = ti.hitl_detail
         detail.responded_by = dict(user)
-        detail.responded_at = timezone.utcnow()
+        detail.responded_at = datetime.datetime.now(datetime.timezone.utc)
         detail.chosen_options = [option]
         detail.params_input = {"comment": comment}
         session.add(detail)
@@ -148,7 +148,9 @@ def time_out(ti: Any, session: Any) -> None:
     from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
 
     time.sleep(2.5)  # response_timeout is 1 s
-    SchedulerJobRunner.check_awaiting_input_timeouts(types.SimpleNamespace(log=logging.getLogger("sweep")))
+    # A runner needs a scheduler Job; the sweep itself uses only its logger.
+    runner: Any = types.SimpleNamespace(log=logging.getLogger("sweep"))
+    SchedulerJobRunner.check_awaiting_input_timeouts(runner)
 
 
 def gated_run(bag: Any, dag_id: str, eid: str, day: int, act: Any = None, conf: dict[str, Any] | None = None) -> Result:
@@ -270,6 +272,29 @@ def required(bag: Any) -> Result:
         },
         "provider": provider_stats(),
     }
+
+
+# -- the example DAGs with their gate on -----------------------------------------------------------
+@scenario
+def examples_gated(bag: Any) -> Result:
+    """Both example DAGs as shipped, run with ``{"require_approval": true}``: one approved, one rejected."""
+    from airflow_idempotent_jobs import open_store
+
+    runs = {}
+    for dag_id, option, day in (
+        ("weekly_media_pipeline", "Approve", 17),
+        ("weekly_media_pipeline_taskflow", "Reject", 24),
+    ):
+        logical_date = utc(2026, 8, day, 4)  # Monday 06:00 Berlin
+        responder = Responder(dag_id, f"manual__{logical_date.isoformat()}", answer(option, f"{option} via example"))
+        responder.start()
+        run = run_dag(bag, dag_id, logical_date=logical_date, conf={"require_approval": True})
+        responder.join(timeout=5)
+        run["responder"] = {"acted": responder.acted, "error": responder.error}
+        runs[dag_id] = run
+    with open_store(Path(os.environ["AIRFLOW_HOME"]) / "idempotent_jobs") as store:
+        episodes = {e.episode_id: e.to_dict() for e in store.list()}
+    return {**runs, "episodes": episodes, "provider": provider_stats()}
 
 
 if __name__ == "__main__":

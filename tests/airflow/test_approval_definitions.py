@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_templated_fields_and_what_the_constructor_keeps(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("defaults", ["Approve", ["Approve"], ["Reject", "Approve"], "Maybe"])
-def test_a_default_that_could_approve_is_refused(defaults: object) -> None:
+def test_a_default_that_could_approve_is_refused(defaults: Any) -> None:
     with pytest.raises(ValueError, match=r"approve: defaults=.*: only None or 'Reject' .* never approves spending"):
         ApproveEpisodeOperator(task_id="approve", episode_id="2026-W32-0", defaults=defaults)
 
@@ -56,8 +57,9 @@ def test_a_default_that_could_approve_is_refused(defaults: object) -> None:
     ("field", "value"), [("estimated_cost", -1), ("estimated_cost", float("nan")), ("weekly_budget", "10")]
 )
 def test_costs_and_budgets_that_are_no_amounts_are_refused(field: str, value: object) -> None:
+    amounts: dict[str, Any] = {field: value}
     with pytest.raises(ValueError, match=f"approve: {field}=.* give a finite number >= 0"):
-        ApproveEpisodeOperator(task_id="approve", episode_id="2026-W32-0", **{field: value})
+        ApproveEpisodeOperator(task_id="approve", episode_id="2026-W32-0", **amounts)
 
 
 def test_a_dag_file_with_an_approving_default_does_not_parse(tmp_path: Path) -> None:
@@ -101,9 +103,10 @@ def test_the_asker_name_fits_the_record_however_long_the_ids() -> None:
     class Ti:
         dag_id, run_id, task_id, map_index, try_number = "d" * 250, "manual__" + "r" * 242, "t" * 250, 3, 2
 
-    name = asker({"ti": Ti()})  # type: ignore[typeddict-item]
+    context: Any = {"ti": Ti()}
+    name = asker(context)
     assert len(name) <= 200 and name.endswith(" try 2") and name.startswith("ddd")
-    assert asker({"ti": Ti()}) == name  # stable  # type: ignore[typeddict-item]
+    assert asker(context) == name  # stable
 
 
 def test_importing_the_operators_loads_the_hitl_operators_only_when_the_gate_is_named() -> None:

@@ -20,17 +20,27 @@ import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
 from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, observed, provider_server_process, run_scenario_process
+from tests.airflow.scenario_process import (
+    REPO,
+    home_on_migrated_db,
+    observed,
+    provider_server_process,
+    run_scenario_process,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
 HERE = Path(__file__).resolve().parent
+EXAMPLES = [
+    REPO / "example_dags" / "weekly_media_pipeline.py",
+    REPO / "example_dags" / "weekly_media_pipeline_taskflow.py",
+]
 
 
 @pytest.fixture(scope="session")
 def approval_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     home = tmp_path_factory.mktemp("approval-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_approval"])
+    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_approval", *EXAMPLES])
     token = "approval-provider-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url:
         env = {
@@ -43,6 +53,7 @@ def approval_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFa
             "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
             "AIRFLOW_CONN_IJ_PROVIDER": json.dumps(server_connection(url, token)),
             "AIRFLOW_CONN_IJA_PROVIDER": json.dumps(server_connection(url, token)),
+            "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token)),
         }
         results = run_scenario_process("tests.airflow.approval_scenarios", env, work, timeout=560)
     results["_db"] = str(home / "airflow.db")
@@ -259,3 +270,31 @@ def test_require_approval_refuses_before_any_connection_lookup(approval_runs: di
         submission = result["episodes"][eid]["submission"]
         assert submission["state"] == "succeeded"
         assert result["provider"]["submissions_per_token"][submission["token"]] == 1
+
+
+# -- the example DAGs with the gate on ------------------------------------------------------------
+def test_the_example_dags_gate_asks_then_pays_once_or_skips(approval_runs: dict[str, Any]) -> None:
+    result = scenario(approval_runs, "examples_gated")
+    classic, taskflow = result["weekly_media_pipeline"], result["weekly_media_pipeline_taskflow"]
+    assert classic["responder"] == taskflow["responder"] == {"acted": True, "error": None}
+    assert classic["state"] == "success"
+    assert {t: s for t, (s, _) in states(classic).items()} == {
+        "allocate": "success",
+        "needs_approval": "success",
+        "approve": "success",
+        "generate": "success",
+        "publish": "success",
+    }
+    approved = result["episodes"]["2026-W34-0"]  # Monday 2026-08-17
+    assert (approved["approval"]["decision"], approved["approval"]["by"]) == ("approved", "alice")
+    assert approved["approval"]["comment"] == "Approve via example"
+    assert approved["submission"]["state"] == "succeeded"
+    assert result["provider"]["submissions_per_token"][approved["submission"]["token"]] == 1
+    (row,) = hitl_rows(approval_runs, "weekly_media_pipeline", classic)
+    assert '"prompt": "the week in review (2026-W34-0)"' in row["body"] and "- Estimated cost: 2.5" in row["body"]
+    assert set(json.loads(row["params"])) == {"comment"}  # the DAG's own params are not form fields
+    assert states(taskflow)["generate"][0] == states(taskflow)["publish"][0] == "skipped"
+    rejected = result["episodes"]["2026-W35-0"]  # Monday 2026-08-24
+    assert (rejected["status"], rejected["approval"]["by"]) == ("rejected", "alice")
+    assert rejected["submission"]["state"] == "none"
+    assert all("2026-W35-0" not in job["request"]["prompt"] for job in result["provider"]["jobs"].values())

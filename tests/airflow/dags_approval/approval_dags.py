@@ -80,7 +80,7 @@ def gate(dag_id: str, **approve: Any) -> None:
         )
 
         @task
-        def publish(summary: dict[str, Any]) -> str:
+        def publish(summary: Any) -> str:
             return str(summary["remote_ref"])
 
         approve_task >> generate
