@@ -192,6 +192,7 @@ def decided_beforehand(bag: Any) -> Result:
         "approved": gated_run(bag, "ija_gate", approved, 3),
         "approved_other_dag": gated_run(bag, "ija_gate_again", approved, 3),
         "rejected": gated_run(bag, "ija_gate", rejected, 4),
+        "rejected_strict": gated_run(bag, "ija_gate_strict", rejected, 4),
         "provider": provider_stats(),
     }
 

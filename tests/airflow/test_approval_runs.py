@@ -74,6 +74,16 @@ def hitl_rows(
     return [dict(row) for row in rows]
 
 
+def xcom(results: dict[str, Any], dag_id: str, run: dict[str, Any], task_id: str = "approve") -> Any:
+    """The task's ``return_value`` XCom as Airflow stored it."""
+    with sqlite3.connect(results["_db"]) as db:
+        (value,) = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = 'return_value'",
+            (dag_id, run["run_id"], task_id),
+        ).fetchone()
+    return json.loads(value)
+
+
 def states(run: dict[str, Any]) -> dict[str, tuple[str, int]]:
     return {t["task_id"]: (t["state"], t["try_number"]) for t in run["tis"]}
 
@@ -143,6 +153,20 @@ def test_a_rejection_recorded_beforehand_skips_the_paid_step_without_asking(appr
     )
     assert episode["submission"]["state"] == "none"
     assert paid_jobs(result["provider"], episode) == []
+    # Skipping ends the task before Airflow pushes a return value: the operator pushed it.
+    assert xcom(approval_runs, "ija_gate", run) == {
+        "episode_id": episode["episode_id"],
+        "decision": "rejected",
+        "by": "erin",
+        "at": episode["approval"]["at"],
+        "comment": "not this week",
+        "asked": False,
+    }
+    strict = result["rejected_strict"]
+    assert states(strict)["approve"] == ("failed", 1)
+    assert states(strict)["generate"][0] == "upstream_failed"
+    (failed,) = observed(strict, "failed", "approve")
+    assert failed["message"] == f"approve: episode {episode['episode_id']} was rejected by erin"
 
 
 # -- a person answers -----------------------------------------------------------------------------

@@ -90,6 +90,7 @@ def gate(dag_id: str, **approve: Any) -> None:
 gate("ija_gate")
 # A second DAG gating the same episodes: it finds the decision and does not ask.
 gate("ija_gate_again")
+gate("ija_gate_strict", fail_on_reject=True)
 gate("ija_timeout_reject", defaults="Reject", response_timeout=dt.timedelta(seconds=1))
 gate("ija_timeout_fail", response_timeout=dt.timedelta(seconds=1), retries=0)
 
