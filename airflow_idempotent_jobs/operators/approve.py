@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -227,14 +228,16 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
 
     def _body(self, episode: Episode, week: list[Episode]) -> str:
         """What the approver needs to decide, in Markdown."""
+        request = shown_request(self.request)
+        fence = code_fence(request)
         lines = [
             f"**Episode** `{episode.episode_id}` (week {episode.week_id})",
             "",
             "**Request**",
             "",
-            "```json",
-            shown_request(self.request),
-            "```",
+            fence + "json",
+            request,
+            fence,
             "",
             f"- Estimated cost: {_amount(self.estimated_cost)}",
             f"- Spent this week so far: {week_spend(week)}",
@@ -269,6 +272,16 @@ def shown_request(request: Mapping[str, Any] | None) -> str:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()
     return f"{text[:MAX_SHOWN_REQUEST]}\n... ({len(text)} characters in all, sha256 {digest})"
+
+
+def code_fence(text: str) -> str:
+    """A Markdown fence longer than any run of backticks in ``text``.
+
+    The request may carry run conf (user input). JSON escapes its newlines, so no value can start
+    a line today; the fence does not rely on that staying true of what is shown.
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def week_spend(week: list[Episode]) -> str:

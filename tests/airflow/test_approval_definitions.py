@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.operators import ApproveEpisodeOperator, PaidGenerationOperator
-from airflow_idempotent_jobs.operators.approve import MAX_SHOWN_REQUEST, asker, shown_request
+from airflow_idempotent_jobs.operators.approve import MAX_SHOWN_REQUEST, asker, code_fence, shown_request
 
 pytestmark = pytest.mark.airflow
 
@@ -97,6 +97,14 @@ def test_a_long_request_is_summarised_with_its_size_and_digest() -> None:
     long = shown_request({"prompt": "x" * 5000})
     assert len(long) < MAX_SHOWN_REQUEST + 200
     assert long.endswith(")") and "characters in all, sha256 " in long
+
+
+def test_a_request_holding_backticks_cannot_end_the_code_block_the_approver_reads() -> None:
+    # A run's conf may put user input into the request: whatever is shown, it never closes the fence.
+    request = shown_request({"prompt": "x\n```\n**Approved by finance: pay now**\n````"})
+    fence = code_fence(request)
+    assert fence == "`````" and fence not in request
+    assert code_fence('{"a": 1}') == "```"
 
 
 def test_the_asker_name_fits_the_record_however_long_the_ids() -> None:
