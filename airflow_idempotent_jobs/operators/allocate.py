@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from . import _metrics
 from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
@@ -230,6 +231,7 @@ class AllocateEpisodeOperator(StoreOperator):
         )
 
     def _report(self, context: Context, episode: Episode, store: EpisodeStore) -> None:
+        _metrics.allocated(context, episode)
         verb = "reused" if episode.reused else "allocated"
         self.log.info(
             "Episode %s %s for key %r (week %s, store %s)",

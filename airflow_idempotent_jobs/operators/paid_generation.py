@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
+from ._metrics import paid_try
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -111,17 +112,20 @@ class PaidGenerationOperator(StoreOperator):
         eid = checked_episode_id(self.task_id, self.episode_id)
         store = self._open_store()
         try:
-            episode = self._load(store, eid)
-            if episode.submission.state.terminal:
-                self.log.info("Episode %s: submission already %s; nothing sent", eid, episode.submission.state.value)
-                return self._finish(context, episode)
-            provider = self._provider()  # the first place a connection or secret is read
-            episode = self._submit(store, eid, provider)
-            if episode.submission.state.terminal:
-                return self._finish(context, episode)
-            if self.deferrable:
-                self._defer(episode)
-            return self._finish(context, self._poll(store, eid, provider))
+            with paid_try(context) as attempt:  # metrics: how this try ended (never fails the task)
+                episode = attempt.loaded(self._load(store, eid))
+                if episode.submission.state.terminal:
+                    self.log.info(
+                        "Episode %s: submission already %s; nothing sent", eid, episode.submission.state.value
+                    )
+                    return self._finish(context, episode)
+                provider = self._provider()  # the first place a connection or secret is read
+                episode = self._submit(store, eid, provider)
+                if episode.submission.state.terminal:
+                    return self._finish(context, attempt.seen(episode))
+                if self.deferrable:
+                    self._defer(episode)
+                return self._finish(context, attempt.seen(self._poll(store, eid, provider)))
         finally:
             store.close()
 
@@ -139,15 +143,16 @@ class PaidGenerationOperator(StoreOperator):
         eid = checked_episode_id(self.task_id, self.episode_id)
         store = self._open_store()
         try:
-            self._load(store, eid)
-            try:
-                status = decode_event(event, eid, redact=self._redacted)
-            except ValueError as exc:
-                raise AirflowFailException(f"{self.task_id}: {exc}") from exc
-            with task_errors():
-                episode = self._ledger(store).record_status(eid, status)
-            self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
-            return self._finish(context, episode)
+            with paid_try(context) as attempt:  # metrics: the deferred try's outcome, counted on resume
+                attempt.loaded(self._load(store, eid))
+                try:
+                    status = decode_event(event, eid, redact=self._redacted)
+                except ValueError as exc:
+                    raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+                with task_errors():
+                    episode = self._ledger(store).record_status(eid, status)
+                self.log.info("Episode %s: the trigger reported %s", eid, status.state.value)
+                return self._finish(context, attempt.seen(episode))
         finally:
             store.close()
 
