@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery
 
-.PHONY: install lint test demo demo-cli bench e2e-distributed e2e-approval clean
+.PHONY: install lint test demo demo-cli bench e2e-distributed e2e-approval e2e-ui browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,17 @@ e2e-distributed: install
 # require_approval without a decision, against the file and the PostgreSQL store.
 e2e-approval: install
 	$(BIN)/python -m e2e.approval
+
+# Debian's Chromium (and its driver), installed with apt-get only when missing: no browser downloads.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+# The "Idempotent Jobs" page in a real headless Chromium: each user logs in through Airflow's login
+# page, reads the week and episode views, and sees only the episodes of the DAGs they may read.
+e2e-ui: install browser
+	$(BIN)/python -m e2e.ui_browser
 
 clean:
 	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache

@@ -176,9 +176,9 @@ class Browser:
             raise BrowserError(f"navigating to {url}: {answer['errorText']}")
         self.wait_until(f"{url} to load", "document.readyState === 'complete'")
 
-    def wait_until(self, what: str, expression: str, timeout: float | None = None) -> Any:
-        """Poll a JavaScript expression until it is truthy; its value, or `BrowserError` naming `what`."""
-        return self.wait_for(what, lambda: self._quiet_evaluate(expression), timeout)
+    def wait_until(self, what: str, expression: str, timeout: float | None = None) -> None:
+        """Poll a JavaScript expression until it is truthy in JavaScript's sense, or `BrowserError` naming `what`."""
+        self.wait_for(what, lambda: self._quiet_evaluate(f"!!({expression})") is True, timeout)
 
     def wait_for(self, what: str, probe: Callable[[], T], timeout: float | None = None) -> T:
         deadline = time.monotonic() + (timeout or self.timeout)
