@@ -1,0 +1,80 @@
+"""Which Airflow task instance owns an episode, read back from its allocation key.
+
+The operators' default key is ``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a
+mapped task (`operators.allocate.default_allocation_key`); over 512 characters it is bounded to
+``airflow#{prefix}#{sha256}``. Airflow forbids ``:`` in dag and task ids (``[\\w.-]+``), so the first
+two fields are certain. The run id may hold ``:`` (``manual__2026-08-03T10:00:00+00:00``), so a final
+``:N`` is ambiguous. The rule used here:
+
+* a final ``:N`` (N a decimal without leading zeros, as ``str(map_index)`` writes it) is the map
+  index, unless the text ends like an ISO time (``T10:00``, ``T10:00:30``, ``T10:00:30.5``) or a UTC
+  offset (``+05:30``): every run id Airflow generates from a date ends that way, so its own
+  ``:NN`` is never taken for a map index;
+* so ``manual__...+00:00:3`` is run ``manual__...+00:00``, map index 3, and ``manual__...+05:30``
+  is unmapped. A hand-made run id ending ``:7`` (``batch:7``) reads as run ``batch``, map index 7:
+  the key itself cannot tell the two apart (an unmapped run ``batch:7`` and map index 7 of run
+  ``batch`` write the same key).
+
+A bounded ``airflow#`` key names its dag and task only (the run id may be cut), and only when its
+readable prefix still holds both whole. Any other key (``migrated:2026-W32``, a caller's own) has
+no owner. No Airflow import: this is the core.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = ["Owner", "owner_of"]
+
+_PLAIN_PREFIX: Final = "airflow:"
+_BOUNDED_PREFIX: Final = "airflow#"
+#: Airflow's own rule for dag and task ids (``airflow.sdk ... KEY_REGEX``), and their length limit.
+_AIRFLOW_ID: Final = re.compile(r"[\w.-]{1,250}")
+_MAP_INDEX: Final = re.compile(r"(?P<run>.+):(?P<index>0|[1-9][0-9]{0,9})")
+#: What an ISO timestamp's tail looks like: a clock time or a UTC offset, each ending ``:NN``.
+_TIME_TAIL: Final = re.compile(r"(?:T\d\d:\d\d(?::\d\d(?:\.\d+)?)?|[+-]\d\d:\d\d)\Z")
+_BOUNDED: Final = re.compile(r"airflow#(?P<prefix>.*)#[0-9a-f]{64}", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The task instance that allocated an episode (run and map index unknown for a bounded key)."""
+
+    dag_id: str
+    task_id: str
+    run_id: str | None
+    map_index: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id, "map_index": self.map_index}
+
+
+def owner_of(allocation_key: str) -> Owner | None:
+    """The owner the key names, or None when it names none (see the module's rule)."""
+    if allocation_key.startswith(_PLAIN_PREFIX):
+        return _plain(allocation_key[len(_PLAIN_PREFIX) :])
+    match = _BOUNDED.fullmatch(allocation_key)
+    if match is None:
+        return None
+    parts = match.group("prefix").split(":", 2)
+    if len(parts) < 3:  # the prefix was cut before the task id ended: the task is not known
+        return None
+    dag_id, task_id, _run = parts
+    if not (_AIRFLOW_ID.fullmatch(dag_id) and _AIRFLOW_ID.fullmatch(task_id)):
+        return None
+    return Owner(dag_id, task_id, None, None)
+
+
+def _plain(rest: str) -> Owner | None:
+    parts = rest.split(":", 2)
+    if len(parts) != 3:
+        return None
+    dag_id, task_id, run = parts
+    if not (_AIRFLOW_ID.fullmatch(dag_id) and _AIRFLOW_ID.fullmatch(task_id)) or not run:
+        return None
+    mapped = _MAP_INDEX.fullmatch(run)
+    if mapped is not None and not _TIME_TAIL.search(run):
+        return Owner(dag_id, task_id, mapped.group("run"), int(mapped.group("index")))
+    return Owner(dag_id, task_id, run, None)
