@@ -16,7 +16,7 @@ from ._output import OutputFailed, guarded_streams, visible
 __all__ = ["main"]
 
 #: Modules under ``cli/`` that each add their commands with ``register(subparsers)``.
-COMMAND_MODULES = ("episodes", "approval", "migrate", "reconcile")
+COMMAND_MODULES = ("episodes", "approval", "migrate", "reconcile", "report")
 #: Set to print the traceback of an internal error (a bug) before its one-line report.
 TRACEBACK_ENV: Final = "IDEMPOTENT_JOBS_TRACEBACK"
 

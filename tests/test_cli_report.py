@@ -1,0 +1,126 @@
+"""``idempotent-jobs report`` through the real command, on real stores made by the real ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_idempotent_jobs import EpisodeStore
+from airflow_idempotent_jobs.episode import Episode
+from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.operations import week_view
+from airflow_idempotent_jobs.testing.server import ProviderServer
+from tests.backends import Backend
+from tests.clirun import run_cli, run_main
+from tests.operations_scenario import LAST_WEEK, WEEK, Scenario, build
+
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+@pytest.fixture
+def scenario(store: EpisodeStore) -> Iterator[Scenario]:
+    with ProviderServer(polls_to_finish=1) as server:
+        yield build(store, server, NOW)
+
+
+def test_text_report_over_a_range(backend: Backend, scenario: Scenario) -> None:
+    done = run_cli("--store", backend.url, "report", "--from", LAST_WEEK, "--to", "2026-W33", "--budget", "10")
+    assert (done.code, done.stderr) == (0, "")
+    blocks = re.split(r"(?<=\n)(?=2026-W)", done.stdout)
+    assert [block.split()[0] for block in blocks] == [LAST_WEEK, WEEK, "2026-W33"]
+    week = blocks[1]
+    assert week.startswith(
+        f"2026-W32  11 episodes  spend 1.25 of budget 10.00 (not counted, cost unknowable: {scenario.anomaly})\n"
+    )
+    assert "  status:     allocated 3, running 4, succeeded 2, failed 1, rejected 1\n" in week
+    assert "  submission: none 4, submitting 2, accepted 1, succeeded 2, failed 1, unknown 1\n" in week
+    assert "  decision:   approved 1, rejected 1, asked 1, none 8\n" in week
+    assert "  needs attention: 2\n" in week
+    for eid in (scenario.unknown, scenario.stale):
+        assert f"\n      idempotent-jobs reconcile {eid}\n" in week
+    assert scenario.fresh not in week, "a claim younger than the lease may still be alive"
+    assert (
+        "needs attention: 1\n" in blocks[0] and f"idempotent-jobs reconcile {scenario.last_week_unknown}" in blocks[0]
+    )
+    assert blocks[2].startswith("2026-W33  0 episodes  spend 0.00 of budget 10.00\n")
+    assert blocks[2].endswith("  needs attention: nothing\n")
+
+
+def test_json_report_is_the_api_week_object(backend: Backend, store: EpisodeStore, scenario: Scenario) -> None:
+    done = run_cli("--store", backend.url, "report", "--week", WEEK, "--json")
+    assert done.code == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line) == week_view(store, WEEK, budget=None, now=NOW)
+
+
+def test_default_is_the_current_week_in_the_given_zone(backend: Backend, store: EpisodeStore) -> None:
+    here = WeekId.from_datetime(dt.datetime.now(dt.timezone.utc))
+    store.allocate(here, "this-week")
+    done = run_main("--store", backend.url, "report", "--json")
+    assert done.code == 0, done.stderr
+    (view,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (view["week_id"], len(view["episodes"])) == (str(here), 1)
+    # Kiribati is 14 hours ahead of UTC: its week is UTC's or the next one, never an earlier one.
+    ahead = json.loads(run_main("--store", backend.url, "report", "--json", "--tz", "Pacific/Kiritimati").stdout)
+    assert ahead["week_id"] in (str(here), str(here.next()))
+
+
+def test_stored_text_cannot_reach_the_terminal(backend: Backend, store: EpisodeStore, scenario: Scenario) -> None:
+    def hostile(ep: Episode) -> Episode:
+        sub = dataclasses.replace(ep.submission, claimed_by="evil\x1b]0;owned\x07\u202e:1:x")
+        return dataclasses.replace(ep, submission=sub)
+
+    store.update(scenario.stale, hostile)
+    done = run_cli("--store", backend.url, "report", "--week", WEEK)
+    assert done.code == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
+    assert "evil\\x1b]0;owned\\x07\\u202e:1:x" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--week", "2026-W54"), "invalid week id '2026-W54'"),
+        (("--week", "2026-32"), "invalid week id"),
+        (("--from", "2026-W33", "--to", "2026-W31"), "--from 2026-W33 is after --to 2026-W31"),
+        (("--from", "2024-W01", "--to", "2026-W01"), "is 105 weeks; a report covers at most 104"),
+        (("--from", "2026-W01"), "--from and --to go together"),
+        (("--week", "2026-W01", "--to", "2026-W02"), "--from and --to go together"),
+        (("--week", "2026-W01", "--from", "2026-W01"), "not allowed with argument"),
+        (("--budget", "nan"), "a budget is a finite number >= 0, not 'nan'"),
+        (("--budget", "1e999"), "not '1e999'"),
+        (("--budget", "-1"), "not '-1'"),
+        (("--budget", "ten"), "a budget is a number, not 'ten'"),
+        (("--tz", "Mars/Base"), "invalid time zone 'Mars/Base'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    backend: Backend, store: EpisodeStore, args: tuple[str, ...], message: str
+) -> None:
+    store.allocate(WEEK, "k")
+    before = backend.snapshot()
+    done = run_main("--store", backend.url, "report", *args)
+    assert done.code == 2 and done.stdout == ""
+    assert message in done.error_line()
+    assert backend.snapshot() == before
+
+
+def test_the_widest_range_is_accepted_and_bad_input_through_the_process(backend: Backend, store: EpisodeStore) -> None:
+    done = run_cli("--store", backend.url, "report", "--from", "2025-W01", "--to", "2026-W52", "--json")
+    assert done.code == 0, done.stderr
+    weeks = [json.loads(line)["week_id"] for line in done.stdout.splitlines()]
+    assert (len(weeks), weeks[0], weeks[-1]) == (104, "2025-W01", "2026-W52")
+    bad = run_cli("--store", backend.url, "report", "--budget", "1e999")
+    assert bad.code == 2 and "1e999" in bad.error_line()
+
+
+def test_an_unreachable_database_is_one_line_without_its_password() -> None:
+    done = run_cli("--store", "postgresql://ops:s3cret-pw@127.0.0.1:1/ij?connect_timeout=2", "report")
+    assert done.code == 5
+    line = done.error_line()
+    assert "s3cret-pw" not in line and "127.0.0.1" in line
