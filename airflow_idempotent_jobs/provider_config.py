@@ -51,6 +51,17 @@ OPTIONS: Final[dict[str, dict[str, Any]]] = {
         "example": "Europe/Berlin",
         "default": "",
     },
+    "weekly_budget": {
+        "description": (
+            "The weekly spend the Idempotent Jobs page in Airflow's UI shows each week's spend "
+            "against (a number >= 0 in the provider's currency unit). Display only: the paid step's "
+            "own budget= argument is what refuses a submission.\n"
+        ),
+        "version_added": "0.2.0",
+        "type": "float",
+        "example": "250.0",
+        "default": "",
+    },
 }
 
 

@@ -16,6 +16,7 @@ from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, tas
 from airflow.sdk.definitions.context import context_merge
 
 from ..operators._common import StoreOperator, checked_episode_id, open_task_store, task_errors
+from ..ui.links import EpisodeLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -33,6 +34,8 @@ class _EpisodeStep(StoreOperator):
     """Loads the episode ``episode_id`` names, then runs `_run` with it; the store is closed by then."""
 
     template_fields: Sequence[str] = ("episode_id", "store")
+    #: "Episode" on the task instance opens this episode in the Idempotent Jobs page.
+    operator_extra_links = (EpisodeLink(),)
 
     def __init__(
         self,

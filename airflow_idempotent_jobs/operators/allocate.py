@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ..ui.links import EpisodeLink
 from . import _metrics
 from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
 
@@ -98,6 +99,8 @@ class AllocateEpisodeOperator(StoreOperator):
 
     template_fields: Sequence[str] = ("week", "allocation_key", "fingerprint", "store", "timezone")
     ui_color = "#e8f4ea"
+    #: "Episode" on the task instance opens this episode in the Idempotent Jobs page.
+    operator_extra_links = (EpisodeLink(),)
 
     def __init__(
         self,

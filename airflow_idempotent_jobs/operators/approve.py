@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param
 
+from ..ui.links import EpisodeLink
 from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
     template_fields: Sequence[str] = ("episode_id", "request", "store", "subject")
     template_fields_renderers: ClassVar[dict[str, str]] = {"request": "json"}
     ui_color = "#e8f4dc"
+    #: "Episode" on the task instance opens this episode in the Idempotent Jobs page.
+    operator_extra_links = (EpisodeLink(),)
 
     def __init__(
         self,

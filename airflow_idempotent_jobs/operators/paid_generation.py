@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..ui.links import EpisodeLink
 from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
 from ._metrics import paid_try
 
@@ -64,6 +65,8 @@ class PaidGenerationOperator(StoreOperator):
     template_fields: Sequence[str] = ("episode_id", "request", "store")
     template_fields_renderers: ClassVar[dict[str, str]] = {"request": "json"}
     ui_color = "#fdf1dc"
+    #: "Episode" on the task instance opens this episode in the Idempotent Jobs page.
+    operator_extra_links = (EpisodeLink(),)
 
     def __init__(
         self,

@@ -1,0 +1,153 @@
+"""The plugin's FastAPI app: the page (static HTML + JS) and the JSON API it reads, nothing else.
+
+Routes (under the mount prefix ``/idempotent-jobs``)::
+
+    GET /                          the week view (``?week=2026-W32``); the JS reads the API
+    GET /episodes/{episode_id}     the episode view (same page, the JS reads the path)
+    GET /static/{name}             the page's script and style sheet
+    GET /api/weeks                 recent weeks, newest first
+    GET /api/weeks/{week_id}       one week: rows, totals, needs attention
+    GET /api/episodes/{episode_id} one episode's full record
+
+Every route needs a logged-in user (Airflow's auth manager): the API answers 401 to anonymous
+requests; the pages redirect them to Airflow's login page, which brings the user back. What each
+user sees is filtered by `auth.Access`. Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from .auth import VisibleStore, access_for, api_user, page_user
+from .settings import PageStore, current_week, page_now, weekly_budget
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+
+    from ..stores import EpisodeStore
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+STATIC: Final = Path(__file__).parent / "static"
+#: The only files ``/static/`` serves, with their media types.
+ASSETS: Final = {"app.js": "text/javascript", "style.css": "text/css"}
+#: The logged-in user (401 when anonymous), and the same or None for the pages.
+ApiUser = Annotated[Any, Depends(api_user)]
+PageUser = Annotated[Any, Depends(page_user)]
+#: How many weeks ``/api/weeks`` lists.
+WEEKS_LISTED: Final = 12
+
+
+def create_app() -> FastAPI:
+    """A new app; the plugin mounts one per api-server process."""
+    app = FastAPI(
+        title="Idempotent Jobs",
+        description="The week's jobs, spend and stuck submissions of airflow-idempotent-jobs (read-only).",
+        docs_url=None,
+        redoc_url=None,
+    )
+    store = PageStore()
+
+    def answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``work``; our errors become one-line HTTP answers that carry no password or traceback."""
+        from ..errors import EpisodeNotFound, IdempotentJobsError, InvalidIdentifier, StoreUnavailable
+
+        try:
+            return work()
+        except InvalidIdentifier as exc:
+            raise HTTPException(400, store.scrub(str(exc))) from None
+        except EpisodeNotFound as exc:
+            raise HTTPException(404, f"episode {exc.episode_id} not found") from None
+        except StoreUnavailable as exc:
+            raise HTTPException(503, "episode store unavailable: " + store.scrub(str(exc))) from None
+        except IdempotentJobsError as exc:
+            raise HTTPException(503, f"episode store cannot be read: {store.scrub(str(exc))}") from None
+        except HTTPException:
+            raise
+        except Exception as exc:
+            if type(exc).__name__ == "AirflowFailException":  # the per-host store refused (distributed)
+                raise HTTPException(503, store.scrub(str(exc))) from None
+            log.exception("Idempotent Jobs page: unexpected error")
+            raise HTTPException(500, "internal error of the Idempotent Jobs page; see the api-server log") from None
+
+    def visible(user: BaseUser) -> EpisodeStore:
+        # The read model's functions take a store; they call only list() and get(), which the view filters.
+        return cast("EpisodeStore", VisibleStore(store.get(), access_for(user).may_see))
+
+    @app.get("/api/weeks")
+    async def api_weeks(user: ApiUser) -> dict[str, Any]:
+        from ..operations import weeks_view
+
+        def work() -> dict[str, Any]:
+            now = page_now()
+            return weeks_view(visible(user), current=current_week(now), count=WEEKS_LISTED, now=now)
+
+        return await run_in_threadpool(answer, work)
+
+    @app.get("/api/weeks/{week_id}")
+    async def api_week(week_id: str, user: ApiUser) -> dict[str, Any]:
+        from ..operations import week_view
+
+        def work() -> dict[str, Any]:
+            from ..identity import WeekId
+
+            week = WeekId.parse(week_id)  # a bad id is 400 before the store or the auth manager is asked
+            return week_view(visible(user), week, budget=weekly_budget(), now=page_now())
+
+        return await run_in_threadpool(answer, work)
+
+    @app.get("/api/episodes/{episode_id}")
+    async def api_episode(episode_id: str, user: ApiUser) -> dict[str, Any]:
+        from ..operations import episode_view
+
+        def work() -> dict[str, Any]:
+            from ..identity import EpisodeId
+
+            eid = str(EpisodeId.parse(episode_id))
+            return episode_view(visible(user), eid, now=page_now())
+
+        return await run_in_threadpool(answer, work)
+
+    @app.get("/api/{rest:path}", include_in_schema=False)
+    async def api_unknown(rest: str, user: ApiUser) -> JSONResponse:
+        return JSONResponse({"detail": "no such API route"}, status_code=404)
+
+    @app.get("/static/{name}", include_in_schema=False)
+    async def asset(name: str, user: ApiUser) -> Response:
+        if name not in ASSETS:
+            raise HTTPException(404, "no such file")
+        return FileResponse(STATIC / name, media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
+
+    @app.get("/", include_in_schema=False)
+    async def week_page(request: Request, user: PageUser) -> Response:
+        return _page(request, user)
+
+    @app.get("/episodes/{episode_id}", include_in_schema=False)
+    async def episode_page(request: Request, user: PageUser) -> Response:
+        return _page(request, user)
+
+    return app
+
+
+def _page(request: Request, user: BaseUser | None) -> Response:
+    """The page for a logged-in user; anyone else goes to Airflow's login, and comes back here."""
+    if user is None:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)), status_code=303)
+    # The mount prefix as the browser sees it (it includes [api] base_url's path, if any): the
+    # page's only server-side value, so the same static files work under any prefix.
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    text = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{ROOT}}", html.escape(root, quote=True))
+    return HTMLResponse(text, headers={"Cache-Control": "no-store"})

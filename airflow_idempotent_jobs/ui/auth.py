@@ -1,0 +1,123 @@
+"""Who may see which episodes: Airflow's auth manager decides, per owning DAG.
+
+An episode's owner comes from its allocation key (`operations.owner_of`). A user sees an episode
+when the auth manager lets them read its DAG (``get_authorized_dag_ids``, which honours multi-team
+bundles). An episode with no owner (a migrated job, a custom key) or whose DAG Airflow does not
+know (deleted, never parsed) could belong to any pipeline, so it needs store-wide access: the
+Plugins view *and* read access to Connections. The second is what a plain viewer of some DAGs does
+not have (simple auth manager: role ``op`` or ``admin``), and it is the right bar: whoever may read
+Connections may read the store's own credentials, hence the store, anyway.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+
+if TYPE_CHECKING:
+    from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+
+    from ..episode import Episode
+    from ..stores import EpisodeStore
+
+__all__ = ["Access", "VisibleStore", "access_for", "api_user", "page_user"]
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one user may see, read once per request."""
+
+    #: DAGs the user may read (GET).
+    readable_dags: frozenset[str]
+    #: Every DAG Airflow's metadata knows; an owner outside it counts as no owner.
+    known_dags: frozenset[str]
+    #: May see episodes that no known DAG owns.
+    store_wide: bool
+
+    def may_see(self, episode: Episode) -> bool:
+        from ..operations import owner_of
+
+        owner = owner_of(episode.allocation_key)
+        if owner is None or owner.dag_id not in self.known_dags:
+            return self.store_wide
+        return owner.dag_id in self.readable_dags
+
+
+async def api_user(request: Request) -> BaseUser:
+    """The logged-in user (Bearer token or the UI's ``_token`` cookie); 401 when anonymous."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    credentials = await bearer_scheme(request)
+    return await get_user(request, None, credentials)
+
+
+async def page_user(request: Request) -> BaseUser | None:
+    """Like `api_user`, but None instead of an error: the page sends those to the login page."""
+    from fastapi import HTTPException
+
+    try:
+        return await api_user(request)
+    except HTTPException:
+        return None
+
+
+def access_for(user: BaseUser) -> Access:
+    """Ask the auth manager (and read the DAG ids from Airflow's metadata); blocking, run in a thread."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    manager = get_auth_manager()
+    readable = manager.get_authorized_dag_ids(user=user, method="GET")
+    with create_session() as session:
+        known = set(session.scalars(select(DagModel.dag_id)))
+    store_wide = manager.is_authorized_view(access_view=AccessView.PLUGINS, user=user) and (
+        manager.is_authorized_connection(method="GET", user=user)
+    )
+    return Access(frozenset(readable), frozenset(known), bool(store_wide))
+
+
+class VisibleStore:
+    """The store as one user sees it: reads return only the episodes `Access.may_see` allows.
+
+    The read model takes a store; handing it this view makes every total, count and attention
+    item count only what the user may see. An episode the user may not see is "not found", so
+    its existence is not revealed. Writes are not offered at all.
+    """
+
+    def __init__(self, store: EpisodeStore, may_see: Callable[[Episode], bool]) -> None:
+        self._store = store
+        self._may_see = may_see
+
+    def list(self, week: Any = None) -> builtins.list[Episode]:
+        return self._visible(self._store.list(week))
+
+    def get(self, episode_id: Any) -> Episode:
+        from ..errors import EpisodeNotFound
+
+        episode = self._store.get(episode_id)
+        if not self._may_see(episode):
+            raise EpisodeNotFound(str(episode.episode_id), self._store.location)
+        return episode
+
+    def find(self, allocation_key: str) -> Episode | None:
+        found = self._store.find(allocation_key)
+        return found if found is not None and self._may_see(found) else None
+
+    def _visible(self, episodes: Iterable[Episode]) -> builtins.list[Episode]:
+        return [episode for episode in episodes if self._may_see(episode)]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _READ_ONLY:
+            return getattr(self._store, name)
+        raise AttributeError(f"the page's store view offers no {name!r}")
+
+
+#: Store attributes the read model may use besides list/get/find: none of them writes.
+_READ_ONLY = frozenset({"namespace", "location"})

@@ -1,0 +1,72 @@
+"""The "Episode" button on a task instance: opens the plugin's episode view for that task's episode.
+
+Airflow 3 computes extra links in the worker when the task finishes and stores them in XCom, so
+`EpisodeLink.get_link` runs there: it may read this task's XCom but never the metadata database.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperatorLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
+
+__all__ = ["URL_PREFIX", "EpisodeLink", "episode_id_from", "episode_url"]
+
+#: Where the api-server mounts the plugin's app (`ui.plugin`).
+URL_PREFIX = "/idempotent-jobs"
+
+
+def episode_url(episode_id: str, base_url: str = "") -> str:
+    """The episode view's URL under Airflow's ``[api] base_url`` (a relative path without one)."""
+    return f"{base_url.rstrip('/')}{URL_PREFIX}/episodes/{quote(episode_id, safe='')}"
+
+
+def episode_id_from(*candidates: Any) -> str | None:
+    """The first candidate that is an episode id or a mapping holding one as ``episode_id``."""
+    from ..identity import EpisodeId
+
+    for value in candidates:
+        if isinstance(value, dict):
+            value = value.get("episode_id")
+        if not isinstance(value, str):
+            continue
+        try:
+            return str(EpisodeId.parse(value))
+        except ValueError:
+            continue
+    return None
+
+
+class EpisodeLink(BaseOperatorLink):
+    """The episode this task allocated, loaded, gated or paid for.
+
+    Allocate returns the id; the paid step and approve return a mapping with ``episode_id`` and
+    carry it rendered as their ``episode_id`` argument, which also covers a failed try (no return value).
+    """
+
+    name = "Episode"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.bases.xcom import BaseXCom
+
+        from ..operators._settings import airflow_conf
+
+        rendered = getattr(operator, "episode_id", None)
+        episode_id = episode_id_from(rendered)
+        if episode_id is None:
+            returned = BaseXCom.get_one(
+                key="return_value",
+                dag_id=ti_key.dag_id,
+                task_id=ti_key.task_id,
+                run_id=ti_key.run_id,
+                map_index=ti_key.map_index,
+            )
+            episode_id = episode_id_from(returned)
+        if episode_id is None:
+            return ""
+        return episode_url(episode_id, airflow_conf().get("api", "base_url", fallback="") or "")

@@ -1,0 +1,110 @@
+"""What the page reads from ``[idempotent_jobs]``: the store, the weekly budget, the current week.
+
+The store is the one the operators use by default (`operators._common.open_task_store` with
+nothing named on a task), so the page and the tasks can never look at different stores.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..identity import WeekId
+    from ..stores import EpisodeStore
+
+__all__ = ["PageStore", "current_week", "page_now", "weekly_budget"]
+
+
+def weekly_budget() -> float | None:
+    """``[idempotent_jobs] weekly_budget``: a finite number >= 0, or None when unset."""
+    from ..errors import InvalidConfiguration
+    from ..operators._settings import setting
+    from ..provider_config import SECTION, env_name
+
+    text = setting("weekly_budget")
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        field = f"[{SECTION}] weekly_budget ({env_name('weekly_budget')})"
+        raise InvalidConfiguration("deployment setting", field, f"{text[:40]!r} is not a number >= 0")
+    return value
+
+
+def page_now() -> dt.datetime:
+    """Now, in ``[idempotent_jobs] timezone``, else ``[core] default_timezone``: its ISO week is "current"."""
+    from ..errors import InvalidConfiguration, InvalidIdentifier
+    from ..identity import resolve_timezone
+    from ..operators._settings import airflow_conf, setting
+    from ..provider_config import SECTION, env_name
+
+    configured = setting("timezone")
+    field = f"[{SECTION}] timezone ({env_name('timezone')})"
+    if configured is None:
+        configured = (airflow_conf().get("core", "default_timezone", fallback="") or "UTC").strip()
+        field = "[core] default_timezone"
+    if configured.lower() == "system":  # Airflow's spelling of the host's zone
+        return dt.datetime.now().astimezone()
+    try:
+        return dt.datetime.now(resolve_timezone(configured))
+    except InvalidIdentifier as exc:
+        raise InvalidConfiguration("deployment setting", field, f"{configured!r}: {exc.reason}") from None
+
+
+def current_week(now: dt.datetime) -> WeekId:
+    """The ISO week of ``now`` (aware) in its own zone."""
+    from ..identity import WeekId
+
+    return WeekId.from_datetime(now, now.tzinfo)
+
+
+class PageStore:
+    """The deployment's store, opened on first use and kept (its connection pool is reused).
+
+    A failure to open is not kept: the next request tries again, so a store that comes back, or a
+    fixed setting after a restart, needs nothing else.
+    """
+
+    def __init__(self) -> None:
+        self._store: EpisodeStore | None = None
+        self._secrets: list[str] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> EpisodeStore:
+        with self._lock:
+            if self._store is None:
+                from ..operators._common import open_task_store
+
+                self._secrets = _configured_secrets()
+                self._store = open_task_store(None, None, None)
+            return self._store
+
+    def scrub(self, text: str) -> str:
+        """``text`` on one line, with every password of the configured store replaced by ``***``."""
+        line = " ".join(text.split())
+        for secret in self._secrets or _configured_secrets():
+            line = line.replace(secret, "***")
+        return line
+
+
+def _configured_secrets() -> list[str]:
+    """The passwords the configured store URL or Connection carries (to keep them out of answers)."""
+    from ..hooks._store_url import url_passwords
+    from ..operators._settings import setting
+
+    url, conn_id = setting("store"), setting("store_conn_id")
+    found = url_passwords(url) if url else []
+    if conn_id:
+        try:
+            from ..hooks.store import EpisodeStoreHook
+
+            found += url_passwords(EpisodeStoreHook(conn_id).get_store_url())
+        except Exception:  # the Connection itself is unreadable: nothing of it can leak either
+            pass
+    return [secret for secret in found if secret]

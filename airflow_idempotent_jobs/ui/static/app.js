@@ -1,0 +1,256 @@
+// The Idempotent Jobs page: reads only the plugin's JSON API and renders it with textContent
+// (never innerHTML), so nothing stored in an episode can become markup or script.
+"use strict";
+
+const ROOT = document.querySelector('meta[name="ij-root"]').content;
+// Airflow's own UI lives one level up from the plugin's mount point.
+const AIRFLOW_ROOT = ROOT.replace(/\/idempotent-jobs$/, "");
+const $ = (selector) => document.querySelector(selector);
+
+function el(tag, text, attrs) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+  return node;
+}
+
+function link(text, href, attrs) {
+  return el("a", text, Object.assign({ href }, attrs || {}));
+}
+
+function cell(row, content) {
+  const td = document.createElement("td");
+  if (content instanceof Node) td.appendChild(content);
+  else td.textContent = content === null || content === undefined ? "" : String(content);
+  row.appendChild(td);
+  return td;
+}
+
+function money(value) {
+  return value === null || value === undefined ? "" : Number(value).toFixed(2);
+}
+
+function weekUrl(week) {
+  return `${ROOT}/?week=${encodeURIComponent(week)}`;
+}
+
+function episodeUrl(id) {
+  return `${ROOT}/episodes/${encodeURIComponent(id)}`;
+}
+
+// Airflow's task instance page for an owner; its DAG run, or the DAG, when less is known.
+function ownerUrl(owner) {
+  const dag = `${AIRFLOW_ROOT}/dags/${encodeURIComponent(owner.dag_id)}`;
+  if (owner.run_id === null || owner.run_id === undefined) return dag;
+  let url = `${dag}/runs/${encodeURIComponent(owner.run_id)}/tasks/${encodeURIComponent(owner.task_id)}`;
+  if (owner.map_index !== null && owner.map_index !== undefined) url += `/mapped/${owner.map_index}`;
+  return url;
+}
+
+function ownerText(owner) {
+  let text = owner.run_id ? `${owner.dag_id} / ${owner.run_id} / ${owner.task_id}` : `${owner.dag_id} / ${owner.task_id}`;
+  if (owner.map_index !== null && owner.map_index !== undefined) text += ` [${owner.map_index}]`;
+  return text;
+}
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function api(path) {
+  const answer = await fetch(`${ROOT}/api/${path}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  let body = null;
+  try {
+    body = await answer.json();
+  } catch (_) {
+    body = null;
+  }
+  if (!answer.ok) {
+    const detail = body && typeof body.detail === "string" ? body.detail : answer.statusText;
+    throw new ApiError(answer.status, detail);
+  }
+  return body;
+}
+
+function showError(error) {
+  const box = $("#error");
+  box.textContent = "";
+  const status = error instanceof ApiError ? error.status : 0;
+  box.dataset.status = String(status);
+  box.appendChild(el("span", status ? `Error ${status}: ${error.message}` : `Error: ${error.message}`, { class: "message" }));
+  if (status === 401) {
+    box.appendChild(el("span", " "));
+    box.appendChild(link("Log in", `${AIRFLOW_ROOT}/auth/login?next=${encodeURIComponent(location.href)}`));
+  }
+  box.hidden = false;
+}
+
+function attentionItem(item, withEpisodeLink) {
+  const li = el("li", null, { "data-episode-id": item.episode_id });
+  if (withEpisodeLink) li.appendChild(link(item.episode_id, episodeUrl(item.episode_id)));
+  li.appendChild(el("span", ` ${item.reason} `, { class: "reason" }));
+  if (item.command) {
+    li.appendChild(el("code", item.command, { class: "command" }));
+    const copy = el("button", "Copy", { type: "button", class: "copy" });
+    copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(item.command));
+    li.appendChild(copy);
+  }
+  return li;
+}
+
+function renderCounts(counts) {
+  const box = $("#counts");
+  box.textContent = "";
+  for (const [kind, byState] of Object.entries(counts || {})) {
+    const p = el("p", null, { class: "count-line", "data-kind": kind });
+    p.appendChild(el("strong", `${kind}: `));
+    const parts = Object.entries(byState).map(([state, n]) => `${state} ${n}`);
+    p.appendChild(el("span", parts.length ? parts.join(", ") : "none"));
+    box.appendChild(p);
+  }
+}
+
+function renderWeek(week) {
+  $("#week-id").textContent = week.week_id;
+  $("#previous-week").href = weekUrl(week.previous);
+  $("#next-week").href = weekUrl(week.next);
+  $("#current-week").href = weekUrl(week.current);
+  $("#week-input").value = week.week_id;
+  $("#week-nav").hidden = false;
+  document.title = `Idempotent Jobs ${week.week_id}`;
+
+  $("#spend").textContent = money(week.spend);
+  $("#budget").textContent = week.budget === null ? "(no weekly budget configured)" : `of ${money(week.budget)} budget`;
+  const unknown = week.spend_unknown || [];
+  $("#spend-unknown").hidden = unknown.length === 0;
+  $("#spend-unknown").textContent = unknown.length ? `Spend not knowable yet for: ${unknown.join(", ")}` : "";
+  renderCounts(week.counts);
+
+  const list = $("#attention-list");
+  list.textContent = "";
+  for (const item of week.attention) list.appendChild(attentionItem(item, true));
+  $("#attention-none").hidden = week.attention.length > 0;
+
+  const body = $("#episodes tbody");
+  body.textContent = "";
+  for (const row of week.episodes) {
+    const tr = el("tr", null, { "data-episode-id": row.episode_id });
+    cell(tr, link(row.episode_id, episodeUrl(row.episode_id), { class: "episode" }));
+    cell(tr, row.status).className = `status ${row.status}`;
+    cell(tr, row.submission_state).className = `submission ${row.submission_state}`;
+    cell(tr, row.remote_ref);
+    cell(tr, money(row.cost));
+    cell(tr, row.decision);
+    cell(tr, row.created_at);
+    cell(tr, row.updated_at);
+    cell(tr, row.owner ? link(ownerText(row.owner), ownerUrl(row.owner), { class: "owner" }) : row.allocation_key);
+    body.appendChild(tr);
+  }
+  $("#episodes-none").hidden = week.episodes.length > 0;
+  $("#week-view").hidden = false;
+}
+
+function renderWeeks(weeks) {
+  const body = $("#weeks tbody");
+  body.textContent = "";
+  for (const week of weeks.weeks) {
+    const tr = el("tr", null, { "data-week-id": week.week_id });
+    cell(tr, link(week.week_id, weekUrl(week.week_id)));
+    cell(tr, week.episodes);
+    cell(tr, money(week.spend));
+    cell(tr, week.attention);
+    body.appendChild(tr);
+  }
+}
+
+function definition(list, term, value) {
+  list.appendChild(el("dt", term));
+  const dd = el("dd");
+  if (value instanceof Node) dd.appendChild(value);
+  else dd.textContent = value === null || value === undefined ? "" : String(value);
+  list.appendChild(dd);
+}
+
+function renderEpisode(view) {
+  const episode = view.episode;
+  const submission = episode.submission || {};
+  const approval = episode.approval || {};
+  $("#episode-id").textContent = episode.episode_id;
+  $("#episode-week").href = weekUrl(episode.week_id);
+  document.title = `Idempotent Jobs ${episode.episode_id}`;
+
+  const summary = $("#episode-summary");
+  summary.textContent = "";
+  definition(summary, "Status", episode.status);
+  definition(summary, "Submission", submission.state);
+  definition(summary, "Remote ref", submission.remote_ref);
+  definition(summary, "Cost", money(submission.cost));
+  definition(summary, "Estimated cost", money(submission.estimated_cost));
+  if (submission.cost_anomaly) definition(summary, "Cost anomaly", submission.cost_anomaly);
+  definition(summary, "Attempts", submission.attempts);
+  definition(summary, "Error", submission.error);
+  definition(summary, "Allocation key", episode.allocation_key);
+  definition(summary, "Owner", view.owner ? link(ownerText(view.owner), ownerUrl(view.owner), { class: "owner" }) : "none (no DAG named by the key)");
+  definition(summary, "Created", episode.created_at);
+  definition(summary, "Updated", episode.updated_at);
+
+  const attention = $("#episode-attention-list");
+  attention.textContent = "";
+  for (const item of view.attention) attention.appendChild(attentionItem(item, false));
+  $("#episode-attention").hidden = view.attention.length === 0;
+
+  const history = $("#submission-history tbody");
+  history.textContent = "";
+  for (const entry of submission.history || []) {
+    const tr = el("tr");
+    for (const name of ["at", "from", "to", "note"]) cell(tr, entry[name]);
+    history.appendChild(tr);
+  }
+
+  const gate = $("#approval");
+  gate.textContent = "";
+  definition(gate, "Decision", approval.decision || "none");
+  definition(gate, "By", approval.by);
+  definition(gate, "At", approval.at);
+  definition(gate, "Via", approval.via);
+  definition(gate, "Comment", approval.comment);
+  const events = $("#approval-history tbody");
+  events.textContent = "";
+  for (const entry of approval.history || []) {
+    const tr = el("tr");
+    for (const name of ["at", "event", "by", "via", "comment"]) cell(tr, entry[name]);
+    events.appendChild(tr);
+  }
+
+  $("#metadata").textContent = JSON.stringify(episode.metadata || {}, null, 2);
+  $("#record").textContent = JSON.stringify(episode, null, 2);
+  $("#episode-view").hidden = false;
+}
+
+async function main() {
+  $("#week-picker").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.href = weekUrl($("#week-input").value);
+  });
+  const path = location.pathname.slice(ROOT.length);
+  try {
+    if (path.startsWith("/episodes/")) {
+      const id = decodeURIComponent(path.slice("/episodes/".length));
+      renderEpisode(await api(`episodes/${encodeURIComponent(id)}`));
+    } else {
+      const weeks = await api("weeks");
+      const wanted = new URLSearchParams(location.search).get("week") || weeks.current;
+      renderWeek(await api(`weeks/${encodeURIComponent(wanted)}`));
+      renderWeeks(weeks);
+    }
+  } catch (error) {
+    showError(error);
+  } finally {
+    $("#loading").hidden = true;
+  }
+}
+
+main();

@@ -1,0 +1,108 @@
+"""The episodes the UI deployment starts with: several states across two weeks and two teams' DAGs.
+
+Made through the store's own API and the ledger's legal moves (`Submission.moved_to`), so every
+record is one the product could have written. `seed` returns what was made, for assertions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+
+from airflow_idempotent_jobs.episode import Episode, EpisodeStatus, SubmissionState
+from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.stores import EpisodeStore
+
+ALPHA, BETA = "ij_ui_alpha", "ij_ui_beta"
+#: The key of the migrated job: no DAG named, so only store-wide users see it.
+MIGRATED_KEY = "legacy:weekly-media:job-17"
+_S = SubmissionState
+
+
+@dataclass
+class Seeded:
+    """What `seed` made: episode ids by DAG (None: no owner), and the facts the page must show."""
+
+    current: str
+    previous: str
+    by_dag: dict[str | None, list[str]] = field(default_factory=dict)
+    #: Episode id -> cost of each succeeded submission.
+    costs: dict[str, float] = field(default_factory=dict)
+    #: Episodes that need attention (unknown, or submitting past the lease).
+    attention: list[str] = field(default_factory=list)
+    #: Episode id -> approval decision recorded.
+    decisions: dict[str, str] = field(default_factory=dict)
+
+    def visible_to(self, dags: set[str | None]) -> list[str]:
+        return sorted(eid for dag, ids in self.by_dag.items() if dag in dags for eid in ids)
+
+    def spend(self, week: str, dags: set[str | None]) -> float:
+        return sum(self.costs.get(eid, 0.0) for eid in self.visible_to(dags) if eid.startswith(week + "-"))
+
+
+def _key(dag_id: str, n: int, when: str) -> str:
+    return f"airflow:{dag_id}:allocate:manual__{when}T0{n}:00:00+00:00"
+
+
+def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
+    """Fill ``store``: this week and last week, owned by ALPHA, BETA or nobody."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    current = WeekId.from_datetime(now)
+    previous = WeekId.from_datetime(now - dt.timedelta(days=7))
+    facts = Seeded(str(current), str(previous))
+    day = now.date().isoformat()
+    stale = (now - dt.timedelta(hours=2)).isoformat(timespec="microseconds")
+
+    def allocate(week: WeekId, owner: str | None, key: str) -> Episode:
+        episode = store.allocate(week, key)
+        facts.by_dag.setdefault(owner, []).append(episode.episode_id)
+        return episode
+
+    def move(episode: Episode, *states: SubmissionState, status: EpisodeStatus, **last: object) -> None:
+        """One update per ledger move: the PostgreSQL schema refuses a write that skips a state."""
+        for n, state in enumerate(states):
+            extra = dict(last) if n == len(states) - 1 else {}
+            if state is _S.SUBMITTING:
+                extra = {"claimed_by": "seed:1:x", "claimed_at": stale, "attempts": 1, **extra}
+
+            def change(current_episode: Episode, state: SubmissionState = state, extra: dict = extra) -> Episode:
+                submission = current_episode.submission.moved_to(
+                    state, episode_id=episode.episode_id, note="seeded", **extra
+                )
+                return dataclasses.replace(current_episode, status=status, submission=submission)
+
+            store.update(episode.episode_id, change)
+
+    def paid(episode: Episode, cost: float, ref: str) -> None:
+        move(episode, _S.SUBMITTING, _S.ACCEPTED, status=EpisodeStatus.RUNNING, remote_ref=ref)
+        move(episode, _S.SUCCEEDED, status=EpisodeStatus.SUCCEEDED, cost=cost, remote_state="succeeded")
+        facts.costs[episode.episode_id] = cost
+
+    # This week: ALPHA allocated / approved and paid / unknown; BETA stale claim / paid / rejected; migrated.
+    allocate(current, ALPHA, _key(ALPHA, 1, day))
+    approved = allocate(current, ALPHA, _key(ALPHA, 2, day))
+    store.decide(approved.episode_id, "approved", by="carol", via="cli", comment="fine")
+    facts.decisions[approved.episode_id] = "approved"
+    paid(approved, 12.5, "job-a2")
+    lost = allocate(current, ALPHA, _key(ALPHA, 3, day))
+    move(lost, _S.SUBMITTING, _S.UNKNOWN, status=EpisodeStatus.RUNNING, error="answer lost (seeded)")
+    facts.attention.append(lost.episode_id)
+    stuck = allocate(current, BETA, _key(BETA, 1, day))
+    move(stuck, _S.SUBMITTING, status=EpisodeStatus.RUNNING)
+    facts.attention.append(stuck.episode_id)
+    paid(allocate(current, BETA, _key(BETA, 2, day)), 30.0, "job-b2")
+    rejected = allocate(current, BETA, _key(BETA, 3, day))
+    store.decide(rejected.episode_id, "rejected", by="carol", via="cli", comment="too expensive")
+    facts.decisions[rejected.episode_id] = "rejected"
+    migrated = allocate(current, None, MIGRATED_KEY)
+    paid(migrated, 7.0, "legacy-17")
+    store.update(
+        migrated.episode_id,
+        lambda e: dataclasses.replace(e, metadata={"migration": {"source": "jobs/job-17.json", "legacy_id": "17"}}),
+    )
+    # Last week: ALPHA paid (a mapped task), BETA failed.
+    paid(allocate(previous, ALPHA, _key(ALPHA, 4, day) + ":2"), 20.0, "job-a4")
+    failed = allocate(previous, BETA, _key(BETA, 4, day))
+    move(failed, _S.SUBMITTING, _S.FAILED, status=EpisodeStatus.FAILED, error="provider rejected (seeded)")
+    return facts
