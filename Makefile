@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery
 
-.PHONY: install lint test demo demo-cli bench e2e-distributed e2e-approval e2e-ui browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench e2e-distributed e2e-approval e2e-ui browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ demo: install
 	$(BIN)/python demo/airflow_demo.py
 	$(BIN)/python demo/paid_walkthrough.py
 	$(BIN)/python demo/approval_demo.py
+
+# The Idempotent Jobs page on a running deployment (api-server, scheduler, dag-processor, triggerer on
+# 127.0.0.1): the example DAG runs three times (one provider answer lost), then it prints the logins
+# and the page's URL and runs until Ctrl-C.
+demo-ui: install
+	$(BIN)/python demo/ui_demo.py
 
 demo-cli: install
 	$(BIN)/python demo/cli_walkthrough.py
