@@ -228,6 +228,16 @@ class Browser:
         if not found:
             raise BrowserError(f"nothing to click at {selector} on {self.url}")
 
+    def click_text(self, selector: str, text: str) -> None:
+        """Click the first element matching `selector` whose visible text is exactly `text`."""
+        found = self.evaluate(
+            f"(() => {{ const e = [...document.querySelectorAll({json.dumps(selector)})]"
+            f".find(e => e.innerText.trim() === {json.dumps(text)}); if (!e) return false;"
+            " e.scrollIntoView(); e.click(); return true; })()"
+        )
+        if not found:
+            raise BrowserError(f"nothing to click reading {text!r} ({selector}) on {self.url}")
+
     def press_enter(self) -> None:
         for kind in ("keyDown", "keyUp"):
             self.call(

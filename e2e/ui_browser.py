@@ -1,0 +1,430 @@
+"""``make e2e-ui``: the "Idempotent Jobs" page in a real headless Chromium, as three people use it.
+
+Starts the deployment of e2e/ui_deployment.py (api-server with the plugin from the provider entry
+point, a seeded PostgreSQL store, the simple auth manager in multi-team mode) and, for each of
+``admin`` (every episode), ``alice`` (team_a's DAG) and ``bob`` (team_b's DAG), in a browser of
+their own (e2e/browser.py):
+
+1. the page before logging in sends them to Airflow's login page; they log in through its form;
+2. "Idempotent Jobs" in Airflow's Browse menu opens the page inside Airflow's UI;
+3. the week view shows exactly the episodes of the DAGs they may read (the other team's ids appear
+   nowhere), each row's status, submission state and decision as the store holds them, spend
+   against the budget, counts, the needs-attention list with the exact reconcile command, and
+   links to the task instances in Airflow's UI; previous/next move between the seeded weeks;
+4. the episode view shows the full record (equal to the store's), the submission history, the
+   approval and the migration record; an episode of the other team is "not found".
+
+Then an api-server whose store refuses connections: the page says so in one line, no secret shown.
+Expected values come from the seed's facts and the store read through the library. A screenshot of
+every page goes to the work dir; ``--docs`` also copies the week and episode views to docs/img/.
+Exit 0 only if every check held; always stops what it started.
+
+Run: ``.venv/bin/python -m e2e.ui_browser [--keep] [--docs]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from urllib.parse import quote, urlsplit
+
+from airflow_idempotent_jobs.episode import Episode, EpisodeStatus
+from airflow_idempotent_jobs.stores import open_store
+from e2e.browser import Browser, BrowserError
+from e2e.deployment import REPO, free_port
+from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
+from e2e.ui_seed import ALPHA, BETA, Seeded
+
+DOCS_IMG = REPO / "docs" / "img"
+#: Whose episode view each user opens (the owning DAG, or None for the migrated job).
+EPISODE_OF = {ADMIN: None, ALICE: ALPHA, BOB: BETA}
+#: A password only the store-down server's URL holds; no page may show it.
+DOWN_SECRET = "s3cret-" + "e2e"
+
+
+def say(text: str) -> None:
+    print(f"[e2e-ui {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+@dataclass
+class Results:
+    lines: list[tuple[str, bool, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def expect(self, name: str, held: bool, seen: object) -> None:
+        with self.lock:
+            self.lines.append((name, bool(held), str(seen)))
+        say(f"{'PASS' if held else 'FAIL'}  {name}  (seen: {str(seen)[:400]})")
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.lines) and all(held for _, held, _ in self.lines)
+
+
+@dataclass
+class Expected:
+    """What one user must see, from the seed's facts and the store (never from the page's API)."""
+
+    seeded: Seeded
+    records: dict[str, Episode]
+    dags: set[str | None]
+
+    def week(self, week: str) -> list[str]:
+        return [eid for eid in self.seeded.visible_to(self.dags) if self.records[eid].week_id == week]
+
+    def hidden(self) -> list[str]:
+        return sorted(set(self.records) - set(self.seeded.visible_to(self.dags)))
+
+    def cells(self, eid: str) -> list[str]:
+        """Status, submission state and decision, as the row's 2nd, 3rd and 6th cells show them."""
+        episode = self.records[eid]
+        return [episode.status.value, episode.submission.state.value, self.seeded.decisions.get(eid, "")]
+
+    def counts_line(self, week: str) -> str:
+        statuses = Counter(self.records[eid].status.value for eid in self.week(week))
+        return ", ".join(f"{s.value} {statuses[s.value]}" for s in EpisodeStatus)
+
+
+def task_instance_href(api_url: str, allocation_key: str) -> str:
+    """Airflow's task instance page for a seeded key ``airflow:{dag}:{task}:{run}[:{map_index}]``."""
+    _, dag_id, task_id, run = allocation_key.split(":", 3)
+    mapped = re.fullmatch(r"(.*[+-]\d\d:\d\d):(\d+)", run)
+    run_id, tail = (mapped.group(1), f"/mapped/{mapped.group(2)}") if mapped else (run, "")
+    return (
+        f"{api_url}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id, safe='')}{tail}"
+    )
+
+
+class UserChecks:
+    """One user's walk through the page, in their own browser."""
+
+    def __init__(self, ui: UiDeployment, out: Results, user: str, expected: Expected, shots: Path) -> None:
+        self.ui, self.out, self.user, self.expected, self.shots = ui, out, user, expected, shots
+        self.seeded = expected.seeded
+
+    def check(self, name: str, held: bool, seen: object) -> None:
+        self.out.expect(f"[{self.user}] {name}", held, seen)
+
+    def run(self, browser: Browser) -> None:
+        self.login(browser)
+        self.navigation(browser)
+        self.week(browser)
+        self.previous_next(browser)
+        self.episode(browser)
+        self.other_team(browser)
+        self.check("the page threw no script error", not browser.page_errors, browser.page_errors or "none")
+
+    def login(self, browser: Browser) -> None:
+        browser.goto(self.ui.page_url)
+        browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
+        self.check(
+            "anonymous: the page sends to Airflow's login page",
+            urlsplit(browser.url).path == "/auth/login",
+            browser.url,
+        )
+        browser.type_into("input[name=username]", self.user)
+        browser.type_into("input[name=password]", self.ui.passwords[self.user])
+        browser.click("button[type=submit]")
+        browser.wait_until("the login to finish", "location.pathname !== '/auth/login'")
+        self.check("logged in through the login form", "/auth/login" not in browser.url, browser.url)
+
+    def navigation(self, browser: Browser) -> None:
+        browser.goto(self.ui.api_url + "/")
+        browser.wait_until("Airflow's navigation", "document.querySelector('button[aria-label=Browse]')")
+        browser.click("button[aria-label=Browse]")
+        browser.wait_until("the Browse menu", _has_text("[role=menuitem]", "Idempotent Jobs"))
+        browser.click_text("[role=menuitem]", "Idempotent Jobs")
+        browser.wait_until(
+            "the plugin's frame",
+            "document.querySelector('iframe')?.contentDocument?.querySelector('#week-id')?.textContent",
+        )
+        frame = browser.evaluate(
+            "(() => { const f = document.querySelector('iframe'); return {src: f.src, title: f.title,"
+            " week: f.contentDocument.querySelector('#week-id').textContent}; })()"
+        )
+        self.check(
+            "Browse > Idempotent Jobs opens the page inside Airflow's UI, on the current week",
+            # Airflow mirrors the frame's path after its route (/plugin/idempotent-jobs/idempotent-jobs/).
+            urlsplit(browser.url).path.startswith("/plugin/idempotent-jobs")
+            and frame["src"] == self.ui.page_url
+            and frame["week"] == self.seeded.current,
+            {"url": browser.url, **frame},
+        )
+        browser.screenshot(self.shots / f"{self.user}-0-navigation.png")
+        previous = self.seeded.previous
+        browser.goto(f"{self.ui.api_url}/plugin/idempotent-jobs/idempotent-jobs/?week={previous}")
+        frame_week = "document.querySelector('iframe')?.contentDocument?.querySelector('#week-id')?.textContent"
+        browser.wait_until("the framed page", frame_week)
+        self.check("a link into the framed page keeps its week", browser.evaluate(frame_week) == previous, previous)
+
+    def open_week(self, browser: Browser, url: str) -> None:
+        browser.goto(url)
+        browser.wait_until(
+            "the week view", "!document.querySelector('#week-view').hidden || !document.querySelector('#error').hidden"
+        )
+
+    def week(self, browser: Browser) -> None:
+        current = self.seeded.current
+        self.open_week(browser, self.ui.page_url)
+        self.check(
+            "the default week is the current ISO week", browser.text("#week-id") == current, browser.text("#week-id")
+        )
+        rows = browser.evaluate(
+            "[...document.querySelectorAll('#episodes tbody tr')].map(tr => ({id: tr.dataset.episodeId,"
+            " cells: [...tr.cells].map(td => td.innerText.trim()),"
+            " owner: tr.querySelector('a.owner')?.href ?? null, episode: tr.querySelector('a.episode')?.href}))"
+        )
+        by_id = {row["id"]: row for row in rows}
+        want = self.expected.week(current)
+        self.check("rows: exactly the episodes of the DAGs this user may read", sorted(by_id) == want, sorted(by_id))
+        shown = {eid: [row["cells"][i] for i in (1, 2, 5)] for eid, row in by_id.items()}
+        self.check(
+            "each row's status, submission state and decision are the store's",
+            shown == {eid: self.expected.cells(eid) for eid in want},
+            shown,
+        )
+        body = browser.text()
+        leaked = [eid for eid in self.expected.hidden() if eid in body]
+        self.check("no episode of a DAG this user may not read appears anywhere", not leaked, leaked or "none")
+        spend = f"{self.seeded.spend(current, self.expected.dags):.2f}"
+        totals = (browser.text("#spend"), browser.text("#budget"))
+        self.check("spend this week against the weekly budget", totals == (spend, f"of {BUDGET:.2f} budget"), totals)
+        counts = browser.text("#counts p[data-kind=status] span")
+        self.check("counts per status", counts == self.expected.counts_line(current), counts)
+        stuck = sorted(set(self.seeded.attention) & set(want))
+        commands = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('#attention-list li')].map(li =>"
+            " [li.dataset.episodeId, li.querySelector('code.command')?.textContent]))"
+        )
+        self.check(
+            "needs attention: each stuck episode with its exact reconcile command",
+            commands == {eid: f"idempotent-jobs reconcile {eid}" for eid in stuck},
+            commands,
+        )
+        owned = {eid: self.expected.records[eid].allocation_key for eid in want}
+        links = {eid: by_id[eid]["owner"] for eid in want if eid in by_id}
+        expected_links = {
+            eid: task_instance_href(self.ui.api_url, key) if key.startswith("airflow:") else None
+            for eid, key in owned.items()
+        }
+        self.check("each owned row links to its task instance in Airflow's UI", links == expected_links, links)
+        browser.screenshot(self.shots / f"{self.user}-1-week.png")
+
+    def previous_next(self, browser: Browser) -> None:
+        browser.click("#previous-week")
+        previous = self.seeded.previous
+        browser.wait_until(
+            "the previous week", f"document.querySelector('#week-id')?.textContent === {json.dumps(previous)}"
+        )
+        ids = browser.evaluate("[...document.querySelectorAll('#episodes tbody tr')].map(tr => tr.dataset.episodeId)")
+        self.check(
+            "'previous' shows last week and its episodes",
+            f"week={previous}" in browser.url and sorted(ids) == self.expected.week(previous),
+            {"url": browser.url, "rows": ids},
+        )
+        browser.screenshot(self.shots / f"{self.user}-2-previous-week.png")
+        browser.click("#next-week")
+        current = self.seeded.current
+        browser.wait_until(
+            "the next week", f"document.querySelector('#week-id')?.textContent === {json.dumps(current)}"
+        )
+        self.check("'next' comes back to this week", f"week={current}" in browser.url, browser.url)
+        weeks = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('#weeks tbody tr')].map(tr =>"
+            " [tr.dataset.weekId, tr.cells[1].innerText]))"
+        )
+        want = {week: str(len(self.expected.week(week))) for week in (current, previous)}
+        self.check(
+            "recent weeks list both weeks with their episode counts", {w: weeks.get(w) for w in want} == want, weeks
+        )
+
+    def episode(self, browser: Browser) -> None:
+        dag = EPISODE_OF[self.user]
+        eid = next(e for e in self.seeded.by_dag[dag] if self.expected.records[e].week_id == self.seeded.current)
+        if self.user == ALICE:  # the approved, paid one: approval and two submission steps
+            eid = next(e for e in self.seeded.decisions if e in self.seeded.by_dag[ALPHA])
+        browser.click(f"#episodes tr[data-episode-id={json.dumps(eid)}] a.episode")
+        browser.wait_until(
+            "the episode view",
+            "!document.querySelector('#episode-view').hidden || !document.querySelector('#error').hidden",
+        )
+        record = self.expected.records[eid]
+        self.check(
+            f"clicking {eid} opens its episode view",
+            urlsplit(browser.url).path == f"/idempotent-jobs/episodes/{eid}" and browser.text("#episode-id") == eid,
+            browser.url,
+        )
+        shown = json.loads(browser.text("#record") or "null")
+        self.check(
+            "the full record shown equals the store's",
+            shown == record.to_dict(),
+            "equal" if shown == record.to_dict() else shown,
+        )
+        history = browser.evaluate(
+            "[...document.querySelectorAll('#submission-history tbody tr')]"
+            ".map(tr => [...tr.cells].map(td => td.innerText))"
+        )
+        want_history = [
+            [h.get("from") or "", h.get("to") or "", h.get("note") or ""]
+            for h in record.to_dict()["submission"]["history"]
+        ]
+        self.check("the submission history, step by step", [h[1:] for h in history] == want_history, history)
+        approval = _definitions(browser, "#approval")
+        decision = record.approval.decision.value if record.approval.decision else "none"
+        self.check(
+            "the approval: decision, by, comment",
+            approval.get("Decision") == decision and approval.get("By") == (record.approval.by or ""),
+            approval,
+        )
+        if dag is None:
+            metadata = json.loads(browser.text("#metadata"))
+            self.check("the migration record", metadata.get("migration", {}).get("legacy_id") == "17", metadata)
+        browser.screenshot(self.shots / f"{self.user}-3-episode.png")
+
+    def other_team(self, browser: Browser) -> None:
+        hidden = self.expected.hidden()
+        if not hidden:
+            return
+        eid = hidden[0]
+        browser.goto(f"{self.ui.page_url}episodes/{eid}")
+        browser.wait_until(
+            "an answer", "!document.querySelector('#error').hidden || !document.querySelector('#episode-view').hidden"
+        )
+        error = browser.text("#error")
+        self.check(
+            f"another team's episode {eid} is not found",
+            error.startswith("Error 404") and not browser.text("#record"),
+            error,
+        )
+
+
+def _has_text(selector: str, text: str) -> str:
+    return (
+        f"[...document.querySelectorAll({json.dumps(selector)})].some(e => e.innerText.trim() === {json.dumps(text)})"
+    )
+
+
+def _definitions(browser: Browser, selector: str) -> dict[str, str]:
+    script = (
+        f"Object.fromEntries([...document.querySelectorAll({json.dumps(selector + ' dt')})]"
+        ".map(dt => [dt.innerText.trim(), dt.nextElementSibling.innerText.trim()]))"
+    )
+    return dict(browser.evaluate(script))
+
+
+def store_down(ui: UiDeployment, out: Results, url: str, shots: Path) -> None:
+    """The page of an api-server whose store refuses connections: one line, the secret not shown."""
+    with Browser(ui.workdir, "store-down") as browser:
+        browser.goto(f"{url}/auth/login?next={quote(url + '/idempotent-jobs/', safe='')}")
+        browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
+        browser.type_into("input[name=username]", ADMIN)
+        browser.type_into("input[name=password]", ui.passwords[ADMIN])
+        browser.click("button[type=submit]")
+        browser.wait_until("the login to finish", "location.pathname !== '/auth/login'")
+        browser.goto(f"{url}/idempotent-jobs/")
+        browser.wait_until(
+            "an answer", "!document.querySelector('#error').hidden || !document.querySelector('#week-view').hidden"
+        )
+        error, body = browser.text("#error"), browser.text()
+        out.expect(
+            "[store down] the page shows the store's 503 in one line, no password",
+            error.startswith("Error 503") and "\n" not in error.strip() and DOWN_SECRET not in body,
+            error,
+        )
+        browser.screenshot(shots / "admin-4-store-down.png")
+
+
+def run(ui: UiDeployment, out: Results, shots: Path) -> None:
+    ui.start(say)
+    seeded = ui.seeded
+    assert seeded is not None
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        records = {e.episode_id: e for e in store.list()}
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        # A second api-server with a store that refuses connections, started while the users browse.
+        down: Future[str] = pool.submit(
+            ui.start_api_server, store=f"postgresql://ij:{DOWN_SECRET}@127.0.0.1:{free_port()}/gone"
+        )
+        started = time.monotonic()
+        for user in (ADMIN, ALICE, BOB):
+            checks = UserChecks(ui, out, user, Expected(seeded, records, READABLE[user]), shots)
+            try:
+                with Browser(ui.workdir, user) as browser:
+                    checks.run(browser)
+            except BrowserError as exc:
+                out.expect(f"[{user}] the walk ran to the end", False, exc)
+        say(f"three users walked the page in {time.monotonic() - started:.0f}s")
+        try:
+            store_down(ui, out, down.result(timeout=180), shots)
+        except (BrowserError, RuntimeError, TimeoutError) as exc:
+            out.expect("[store down] the walk ran to the end", False, exc)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the work dir, logs and databases")
+    parser.add_argument("--docs", action="store_true", help="copy the week and episode views to docs/img/")
+    parser.add_argument("--workdir", type=Path, default=REPO / ".e2e" / "ui")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    shots = args.workdir / "screenshots"
+    ui = UiDeployment(args.workdir, tag=f"ui{int(time.time()) % 100000}")
+    out = Results()
+    started = time.monotonic()
+    try:
+        run(ui, out, shots)
+    except (Exception, KeyboardInterrupt) as exc:
+        out.expect("the suite ran to the end", False, f"{type(exc).__name__}: {exc}")
+    finally:
+        say("stopping the deployment")
+        for problem in ui.stop(keep_databases=args.keep):
+            say(f"stop: {problem}")
+    held = sum(h for _, h, _ in out.lines)
+    say(f"result: {'PASS' if out.ok else 'FAIL'} ({held}/{len(out.lines)}) in {time.monotonic() - started:.0f}s")
+    if args.docs and out.ok:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shots / f"{ALICE}-1-week.png", DOCS_IMG / "ui-week.png")
+        shutil.copyfile(shots / f"{ALICE}-3-episode.png", DOCS_IMG / "ui-episode.png")
+        say(f"screenshots copied to {DOCS_IMG}")
+    # The screenshots are the run's record: kept even when the run passed.
+    for problem in () if args.keep else _clean(args.workdir, keep=shots):
+        say(problem)
+    say(f"screenshots in {shots}")
+    return 0 if out.ok else 1
+
+
+def _clean(workdir: Path, keep: Path) -> list[str]:
+    """Remove the work dir's logs and homes, keeping the screenshots."""
+    for path in workdir.iterdir():
+        if path == keep:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return []
+
+
+if __name__ == "__main__":
+    sys.exit(main())
