@@ -30,7 +30,11 @@ def test_the_paid_decorator_takes_every_parameter_of_the_operator_but_request(tm
     """Each keyword of ``PaidGenerationOperator.__init__`` (whatever it gains later) reaches the task."""
     parameters = inspect.signature(PaidGenerationOperator.__init__).parameters
     names = [n for n, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY and n != "request"]
-    values: dict[str, Any] = {name: f"value-of-{name}" for name in names}
+    # A flag the operator checks on construction (require_approval) gets the opposite of its default.
+    values: dict[str, Any] = {
+        name: (not parameters[name].default) if isinstance(parameters[name].default, bool) else f"value-of-{name}"
+        for name in names
+    }
     with DAG("defs_paid", schedule=None, start_date=START) as dag:
         task.paid_generation(**values)(request_of)("topic")
     op = dag.get_task("request_of")
