@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus, SubmissionState
 from airflow_idempotent_jobs.identity import WeekId
@@ -66,11 +67,9 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
             if state is _S.SUBMITTING:
                 extra = {"claimed_by": "seed:1:x", "claimed_at": stale, "attempts": 1, **extra}
 
-            def change(current_episode: Episode, state: SubmissionState = state, extra: dict = extra) -> Episode:
-                submission = current_episode.submission.moved_to(
-                    state, episode_id=episode.episode_id, note="seeded", **extra
-                )
-                return dataclasses.replace(current_episode, status=status, submission=submission)
+            def change(now_: Episode, state: SubmissionState = state, extra: dict[str, Any] = extra) -> Episode:
+                submission = now_.submission.moved_to(state, episode_id=episode.episode_id, note="seeded", **extra)
+                return dataclasses.replace(now_, status=status, submission=submission)
 
             store.update(episode.episode_id, change)
 

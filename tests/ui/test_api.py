@@ -1,0 +1,228 @@
+"""The Idempotent Jobs page's JSON API on a real api-server (e2e/ui_deployment.py), started once.
+
+Three users under the simple auth manager in multi-team mode: ``admin``; ``alice``, a viewer of
+team_a (DAG ij_ui_alpha); ``bob``, a viewer of team_b (DAG ij_ui_beta). The store is a seeded
+PostgreSQL store; a second api-server points at a port where nothing listens.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.airflow_rest import AirflowRest
+from e2e.deployment import AIRFLOW, free_port
+from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
+from e2e.ui_seed import ALPHA, BETA, MIGRATED_KEY, Seeded
+
+pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
+
+DOWN_PASSWORD = "sekret-pw-4711"
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiDeployment]:
+    deployment = UiDeployment(tmp_path_factory.mktemp("ui"), tag=f"ui{free_port()}")
+    try:
+        deployment.start(print)
+        yield deployment
+    finally:
+        assert deployment.stop() == []
+
+
+@pytest.fixture(scope="module")
+def facts(ui: UiDeployment) -> Seeded:
+    assert ui.seeded is not None
+    return ui.seeded
+
+
+def call(base: str, path: str, token: str | None = None, **headers: str) -> tuple[int, Any, dict[str, str]]:
+    """(status, JSON body or text, headers) without following redirects."""
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(base + path, headers=headers), timeout=60) as answer:
+            status, raw, got = answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as exc:
+        status, raw, got = exc.code, exc.read(), dict(exc.headers)
+    text = raw.decode(errors="replace")
+    try:
+        return status, json.loads(text), got
+    except ValueError:
+        return status, text, got
+
+
+@pytest.fixture(scope="module")
+def tokens(ui: UiDeployment) -> dict[str, str]:
+    return {user: AirflowRest(ui.api_url, user, ui.passwords[user]).login() for user in (ADMIN, ALICE, BOB)}
+
+
+def test_anonymous_gets_401_from_the_api_and_the_login_page_from_the_page(ui: UiDeployment, facts: Seeded) -> None:
+    for path in ("/api/weeks", f"/api/weeks/{facts.current}", f"/api/episodes/{facts.current}-0", "/static/app.js"):
+        status, body, _ = call(ui.api_url, "/idempotent-jobs" + path)
+        assert status == 401, (path, body)
+    status, _, headers = call(ui.api_url, "/idempotent-jobs/?week=" + facts.current)
+    assert status == 303
+    assert headers["location"].startswith("/auth/login?next=")
+    assert "idempotent-jobs" in headers["location"]
+    status, body, _ = call(ui.api_url, "/idempotent-jobs/api/weeks", token="not-a-token")
+    assert status in (401, 403), body
+
+
+@pytest.mark.parametrize("user", [ADMIN, ALICE, BOB])
+def test_each_user_sees_only_episodes_of_dags_they_may_read_and_totals_of_those(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str], user: str
+) -> None:
+    readable = READABLE[user]
+    for week in (facts.current, facts.previous):
+        status, view, _ = call(ui.api_url, f"/idempotent-jobs/api/weeks/{week}", tokens[user])
+        assert status == 200, view
+        expected = [eid for eid in facts.visible_to(readable) if eid.startswith(week + "-")]
+        assert sorted(row["episode_id"] for row in view["episodes"]) == expected
+        assert view["spend"] == pytest.approx(facts.spend(week, readable))
+        assert view["budget"] == BUDGET
+        assert sum(view["counts"]["status"].values()) == len(expected)
+        attention = sorted(item["episode_id"] for item in view["attention"])
+        assert attention == sorted(eid for eid in facts.attention if eid in expected)
+        for item in view["attention"]:
+            assert item["command"] == f"idempotent-jobs reconcile {item['episode_id']}"
+        owners = {row["owner"]["dag_id"] if row["owner"] else None for row in view["episodes"]}
+        assert owners <= readable
+    status, weeks, _ = call(ui.api_url, "/idempotent-jobs/api/weeks", tokens[user])
+    assert status == 200 and weeks["current"] == facts.current
+    listed = {week["week_id"]: week for week in weeks["weeks"]}
+    assert listed[facts.current]["episodes"] == len(
+        [eid for eid in facts.visible_to(readable) if eid.startswith(facts.current + "-")]
+    )
+    assert listed[facts.previous]["spend"] == pytest.approx(facts.spend(facts.previous, readable))
+
+
+def test_the_other_teams_episode_and_the_migrated_one_are_404_for_a_viewer(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
+) -> None:
+    beta_episode = facts.by_dag[BETA][0]
+    migrated = facts.by_dag[None][0]
+    for episode_id in (beta_episode, migrated):
+        status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{episode_id}", tokens[ALICE])
+        assert (status, body) == (404, {"detail": f"episode {episode_id} not found"})
+    status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{beta_episode}", tokens[BOB])
+    assert status == 200 and body["owner"]["dag_id"] == BETA
+    status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{migrated}", tokens[ADMIN])
+    assert status == 200
+    assert body["owner"] is None and body["episode"]["allocation_key"] == MIGRATED_KEY
+    assert body["episode"]["metadata"]["migration"]["legacy_id"] == "17"
+
+
+def test_an_allowed_episode_view_carries_the_record_owner_and_attention(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
+) -> None:
+    stuck = next(eid for eid in facts.attention if eid in facts.by_dag[ALPHA])
+    status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{stuck}", tokens[ALICE])
+    assert status == 200
+    assert body["episode"]["episode_id"] == stuck
+    assert body["episode"]["submission"]["state"] == "unknown"
+    assert [h["to"] for h in body["episode"]["submission"]["history"]] == ["submitting", "unknown"]
+    assert body["owner"]["dag_id"] == ALPHA and body["owner"]["task_id"] == "allocate"
+    assert [item["command"] for item in body["attention"]] == [f"idempotent-jobs reconcile {stuck}"]
+
+
+@pytest.mark.parametrize(
+    ("path", "fragment"),
+    [
+        ("/api/weeks/2026-W54", "2026-W54"),
+        ("/api/weeks/last-week", "last-week"),
+        ("/api/episodes/2026-W32-007", "2026-W32-007"),
+        ("/api/episodes/2026-W32-0%3Bdrop", "episode id"),
+    ],
+)
+def test_bad_ids_are_400_with_one_line(ui: UiDeployment, tokens: dict[str, str], path: str, fragment: str) -> None:
+    status, body, _ = call(ui.api_url, "/idempotent-jobs" + path, tokens[ADMIN])
+    assert status == 400, body
+    assert fragment in body["detail"] and "\n" not in body["detail"]
+
+
+def test_an_unknown_episode_is_404(ui: UiDeployment, tokens: dict[str, str]) -> None:
+    status, body, _ = call(ui.api_url, "/idempotent-jobs/api/episodes/2026-W01-99", tokens[ADMIN])
+    assert (status, body) == (404, {"detail": "episode 2026-W01-99 not found"})
+
+
+def test_a_store_that_is_down_is_503_with_one_line_and_no_password(ui: UiDeployment, facts: Seeded) -> None:
+    closed = free_port()  # nothing listens there
+    base = ui.start_api_server(store=f"postgresql://ij:{DOWN_PASSWORD}@127.0.0.1:{closed}/nothing")
+    token = AirflowRest(base, ADMIN, ui.passwords[ADMIN]).login()
+    for path in ("/api/weeks", f"/api/weeks/{facts.current}", f"/api/episodes/{facts.current}-0"):
+        status, body, _ = call(base, "/idempotent-jobs" + path, token)
+        assert status == 503, body
+        detail = body["detail"]
+        assert detail.startswith("episode store unavailable:") and "\n" not in detail
+        assert DOWN_PASSWORD not in json.dumps(body)
+        assert "Traceback" not in detail
+    log = next(p.log for p in ui.processes if p.name == f"api-server-{base.rsplit(':', 1)[1]}")
+    assert DOWN_PASSWORD not in log.read_text(errors="replace")
+
+
+def test_the_page_is_served_to_a_logged_in_user_with_its_root(ui: UiDeployment, tokens: dict[str, str]) -> None:
+    status, page, headers = call(ui.api_url, "/idempotent-jobs/episodes/2026-W01-0", tokens[BOB])
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert '<meta name="ij-root" content="/idempotent-jobs">' in page
+    assert '<script src="/idempotent-jobs/static/app.js">' in page
+    status, script, _ = call(ui.api_url, "/idempotent-jobs/static/app.js", tokens[BOB])
+    assert status == 200 and "innerHTML" not in script.replace("never innerHTML", "")
+    assert call(ui.api_url, "/idempotent-jobs/static/../app.py", tokens[BOB])[0] == 404
+
+
+def airflow_json(ui: UiDeployment, *args: str) -> Any:
+    done = subprocess.run([AIRFLOW, *args, "--output", "json"], env=ui.env("control"), capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_airflow_lists_the_plugin_from_the_provider(ui: UiDeployment, tokens: dict[str, str]) -> None:
+    ours = [plugin for plugin in airflow_json(ui, "plugins") if plugin["name"] == "idempotent_jobs"]
+    assert len(ours) == 1
+    assert "/idempotent-jobs" in json.dumps(ours[0]["fastapi_apps"])
+    assert ours[0]["external_views"][0]["href"] == "/idempotent-jobs/"
+    # Not from a plugins folder (the deployment's is empty) nor an airflow.plugins entry point: the provider's.
+    plugins_folder = ui.home("control") / "plugins"
+    assert not plugins_folder.exists() or not any(plugins_folder.iterdir())
+    assert not [ep for ep in importlib.metadata.entry_points(group="airflow.plugins") if "idempotent" in ep.value]
+    provider = airflow_json(ui, "providers", "get", "airflow-idempotent-jobs", "--full")
+    info = json.dumps(provider)
+    assert "airflow_idempotent_jobs.ui.plugin.IdempotentJobsPlugin" in info
+    links = airflow_json(ui, "providers", "links")
+    assert any("airflow_idempotent_jobs.ui.links.EpisodeLink" in json.dumps(entry) for entry in links)
+    status, body, _ = call(ui.api_url, "/api/v2/plugins", tokens[ADMIN])
+    assert status == 200 and "idempotent_jobs" in {plugin["name"] for plugin in body["plugins"]}
+
+
+def test_the_episode_link_of_a_real_task_instance(ui: UiDeployment, tokens: dict[str, str]) -> None:
+    rest = AirflowRest(ui.api_url, ADMIN, ui.passwords[ADMIN], token=tokens[ADMIN])
+    run = rest._call("POST", f"/api/v2/dags/{ALPHA}/dagRuns", {"logical_date": "2020-03-04T00:00:00Z", "conf": {}})
+    run_id = run["dag_run_id"]
+    assert rest.wait_for_run(ALPHA, run_id, timeout=180) == "success"
+    for task_id in ("allocate", "look"):
+        links = rest._call("GET", f"/api/v2/dags/{ALPHA}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/links")
+        assert links["extra_links"] == {"Episode": f"{ui.api_url}/idempotent-jobs/episodes/2020-W10-0"}, task_id
+    status, body, _ = call(ui.api_url, "/idempotent-jobs/api/episodes/2020-W10-0", tokens[ALICE])
+    assert status == 200
+    assert body["owner"] == {"dag_id": ALPHA, "task_id": "allocate", "run_id": run_id, "map_index": None}
+    assert call(ui.api_url, "/idempotent-jobs/api/episodes/2020-W10-0", tokens[BOB])[0] == 404
+
+
+def _q(part: str) -> str:
+    from urllib.parse import quote
+
+    return quote(part, safe="")
