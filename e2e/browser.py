@@ -100,6 +100,7 @@ class Browser:
         self._ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=5)
         self.call("Page.enable")
         self.call("Runtime.enable")
+        self.call("Emulation.setFocusEmulationEnabled", enabled=True)  # headless has no focused window
         self.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
 
     def _devtools_port(self) -> int:
@@ -220,13 +221,25 @@ class Browser:
             raise BrowserError(f"no field {selector} on {self.url}")
         self.call("Input.insertText", text=text)
 
-    def click(self, selector: str) -> None:
-        found = self.evaluate(
-            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return false;"
-            " e.scrollIntoView(); e.click(); return true; })()"
+    def grant_clipboard(self) -> None:
+        """Let the page read and write the clipboard, as a user who allowed it would."""
+        origin = self.evaluate("location.origin")
+        self.call(
+            "Browser.grantPermissions", origin=origin, permissions=["clipboardReadWrite", "clipboardSanitizedWrite"]
         )
-        if not found:
+
+    def click(self, selector: str) -> None:
+        """Click the element's centre with the mouse, as a user would (a real user gesture)."""
+        box = self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()"
+        )
+        if not box:
             raise BrowserError(f"nothing to click at {selector} on {self.url}")
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box["x"], y=box["y"])
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left", clickCount=1)
 
     def click_text(self, selector: str, text: str) -> None:
         """Click the first element matching `selector` whose visible text is exactly `text`."""

@@ -54,6 +54,13 @@ EPISODE_OF = {ADMIN: None, ALICE: ALPHA, BOB: BETA}
 DOWN_SECRET = "s3cret-" + "e2e"
 
 
+#: Visible links whose href is the placeholder '#' (a control shown where it cannot work).
+DEAD_LINKS = (
+    "[...document.querySelectorAll('a')].filter(a => a.getAttribute('href') === '#' && a.offsetParent !== null)"
+    ".map(a => a.innerText.trim())"
+)
+
+
 def say(text: str) -> None:
     print(f"[e2e-ui {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -213,6 +220,11 @@ class UserChecks:
             commands == {eid: f"idempotent-jobs reconcile {eid}" for eid in stuck},
             commands,
         )
+        if stuck:
+            browser.grant_clipboard()
+            browser.click(f"#attention-list li[data-episode-id={json.dumps(stuck[0])}] button.copy")
+            copied = browser.evaluate("navigator.clipboard.readText()")
+            self.check("'Copy' puts the reconcile command on the clipboard", copied == commands.get(stuck[0]), copied)
         owned = {eid: self.expected.records[eid].allocation_key for eid in want}
         links = {eid: by_id[eid]["owner"] for eid in want if eid in by_id}
         expected_links = {
@@ -288,6 +300,8 @@ class UserChecks:
             approval.get("Decision") == decision and approval.get("By") == (record.approval.by or ""),
             approval,
         )
+        dead = browser.evaluate(DEAD_LINKS)
+        self.check("the episode view shows no link that leads nowhere (href '#')", not dead, dead or "none")
         if dag is None:
             metadata = json.loads(browser.text("#metadata"))
             self.check("the migration record", metadata.get("migration", {}).get("legacy_id") == "17", metadata)
@@ -337,7 +351,8 @@ def store_down(ui: UiDeployment, out: Results, url: str, shots: Path) -> None:
         browser.wait_until(
             "an answer", "!document.querySelector('#error').hidden || !document.querySelector('#week-view').hidden"
         )
-        error, body = browser.text("#error"), browser.text()
+        error, body, dead = browser.text("#error"), browser.text(), browser.evaluate(DEAD_LINKS)
+        out.expect("[store down] no link that leads nowhere (href '#')", not dead, dead or "none")
         out.expect(
             "[store down] the page shows the store's 503 in one line, no password",
             error.startswith("Error 503") and "\n" not in error.strip() and DOWN_SECRET not in body,
