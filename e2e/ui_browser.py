@@ -9,10 +9,12 @@ their own (e2e/browser.py):
 2. "Idempotent Jobs" in Airflow's Browse menu opens the page inside Airflow's UI;
 3. the week view shows exactly the episodes of the DAGs they may read (the other team's ids appear
    nowhere), each row's status, submission state and decision as the store holds them, spend
-   against the budget, counts, the needs-attention list with the exact reconcile command, and
-   links to the task instances in Airflow's UI; previous/next move between the seeded weeks;
+   against the budget, counts, the needs-attention list with the exact reconcile command (its
+   "Copy" button fills the clipboard), and links to the task instances in Airflow's UI;
+   previous/next move between the seeded weeks;
 4. the episode view shows the full record (equal to the store's), the submission history, the
-   approval and the migration record; an episode of the other team is "not found".
+   approval and the migration record, and no week link that leads nowhere; an episode of the
+   other team is "not found".
 
 Then an api-server whose store refuses connections: the page says so in one line, no secret shown.
 Expected values come from the seed's facts and the store read through the library. A screenshot of
@@ -419,7 +421,8 @@ def main() -> int:
     say(f"result: {'PASS' if out.ok else 'FAIL'} ({held}/{len(out.lines)}) in {time.monotonic() - started:.0f}s")
     if args.docs and out.ok:
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shots / f"{ALICE}-1-week.png", DOCS_IMG / "ui-week.png")
+        # The week as it opens inside Airflow's UI, for the user who sees every state.
+        shutil.copyfile(shots / f"{ADMIN}-0-navigation.png", DOCS_IMG / "ui-week.png")
         shutil.copyfile(shots / f"{ALICE}-3-episode.png", DOCS_IMG / "ui-episode.png")
         say(f"screenshots copied to {DOCS_IMG}")
     # The screenshots are the run's record: kept even when the run passed.
