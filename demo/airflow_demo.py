@@ -118,7 +118,7 @@ def print_run(run: dict[str, Any]) -> None:
     print(f"Run {run['run_id']}: {run['label']}")
     for ti in run["tis"]:
         tries = "1 try" if ti["try_number"] == 1 else f"{ti['try_number']} tries"
-        print(f"  {ti['task_id']:<9} {ti['state']:<8} after {tries}")
+        print(f"  {ti['task_id']:<14} {ti['state']:<8} after {tries}")
     episode = run["episode"]
     if episode:
         sub = episode["submission"]
