@@ -425,14 +425,17 @@ def main() -> int:
         shutil.copyfile(shots / f"{ADMIN}-0-navigation.png", DOCS_IMG / "ui-week.png")
         shutil.copyfile(shots / f"{ALICE}-3-episode.png", DOCS_IMG / "ui-episode.png")
         say(f"screenshots copied to {DOCS_IMG}")
-    # The screenshots are the run's record: kept even when the run passed.
-    for problem in () if args.keep else _clean(args.workdir, keep=shots):
-        say(problem)
-    say(f"screenshots in {shots}")
+    # The screenshots are the run's record: kept even when the run passed; logs only when it failed.
+    if out.ok and not args.keep:
+        _clean(args.workdir, keep=shots)
+    else:
+        say(f"logs kept in {args.workdir}")
+    if shots.exists():
+        say(f"screenshots in {shots}")
     return 0 if out.ok else 1
 
 
-def _clean(workdir: Path, keep: Path) -> list[str]:
+def _clean(workdir: Path, keep: Path) -> None:
     """Remove the work dir's logs and homes, keeping the screenshots."""
     for path in workdir.iterdir():
         if path == keep:
@@ -441,7 +444,6 @@ def _clean(workdir: Path, keep: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    return []
 
 
 if __name__ == "__main__":
