@@ -140,6 +140,7 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
         from airflow.providers.standard.operators.hitl import HITLOperator
 
         from ..episode import Decision
+        from ._answers import answer_comment, answer_time, answerer
 
         eid = checked_episode_id(self.task_id, self.episode_id)
         answer = HITLOperator.execute_complete(self, context, event)  # raises on a timeout without defaults
@@ -153,10 +154,12 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
             if event.get("timedout") or not user:
                 self.log.warning("Episode %s: no answer in time; %s for this run only", eid, chosen.value)
                 return self._timed_out(context, eid, chosen, answer.get("responded_at"))
-            by = str(user.get("name") or user.get("id") or "")
-            comment = (answer.get("params_input") or {}).get(COMMENT_PARAM) or None
+            # Airflow accepted this answer: keep the decision whatever the name or comment hold (_answers).
+            by = answerer(user)
+            comment = answer_comment((answer.get("params_input") or {}).get(COMMENT_PARAM))
+            at = answer_time(answer.get("responded_at"), episode.approval)
             with task_errors():  # DecisionConflict: someone decided otherwise meanwhile; final
-                episode = store.decide(eid, chosen, by=by, via=_VIA, comment=comment)
+                episode = store.decide(eid, chosen, by=by, via=_VIA, comment=comment, at=at)
         finally:
             store.close()
         self.log.info("Episode %s: %s by %s", eid, chosen.value, by)
@@ -170,13 +173,14 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
         return {COMMENT_PARAM: _comment_param().serialize()}
 
     def validate_params_input(self, params_input: Mapping[str, Any]) -> None:
-        """An answer may carry the comment (text) and nothing else."""
-        unknown = sorted(set(params_input) - {COMMENT_PARAM})
+        """Only the comment is kept; other fields (the REST API accepts any) are named in the log and dropped.
+
+        Nothing here refuses the answer: Airflow has accepted it, and a refusal would leave the HITL
+        row answered and the episode undecided. The comment is made fit for the record (`_answers`).
+        """
+        unknown = sorted(str(name)[:60] for name in set(params_input) - {COMMENT_PARAM})
         if unknown:
-            raise AirflowFailException(f"{self.task_id}: the answer has fields {unknown}; only {COMMENT_PARAM!r}")
-        comment = params_input.get(COMMENT_PARAM)
-        if comment is not None and not isinstance(comment, str):
-            raise AirflowFailException(f"{self.task_id}: the answer's comment must be text, not {comment!r:.60}")
+            self.log.warning("The answer's fields %s are not kept: only %r is", unknown, COMMENT_PARAM)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _open_store(self) -> EpisodeStore:

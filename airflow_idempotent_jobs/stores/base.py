@@ -136,15 +136,17 @@ class EpisodeStore(abc.ABC):
         by: str,
         via: str,
         comment: str | None = None,
+        at: str | None = None,
     ) -> Episode:
         """Record a human's approval decision under the lock; the same decision again changes nothing.
 
         A different decision already recorded is `DecisionConflict` (a decision is final), and so
-        is rejecting an episode whose paid call has started.
+        is rejecting an episode whose paid call has started. ``at``: when the person decided (an
+        Airflow answer's ``responded_at``); default now.
         """
         wanted = Decision(decision)
         return self.update(
-            episode_id, lambda episode: approval.decided(episode, wanted, by=by, via=via, comment=comment)
+            episode_id, lambda episode: approval.decided(episode, wanted, by=by, via=via, comment=comment, at=at)
         )
 
     def ask(self, episode_id: EpisodeLike, *, by: str, via: str) -> Episode:
