@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the e2e package: the deployment and the REST client
 
-from e2e.airflow_rest import AirflowRest  # noqa: E402
+from e2e.airflow_rest import AirflowRest, RestError  # noqa: E402
 from e2e.deployment import Deployment, wait_for  # noqa: E402
 
 WORKDIR = ROOT / ".demo" / "ui"
@@ -84,6 +84,7 @@ class UiDemo(Deployment):
         env.update(
             {
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin,{VIEWER}:viewer",
+                "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor forks this many workers (default 32)
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
                 # Airflow 3.3 loads the plugins that providers register only with this off
                 # (plugins_manager: `if not settings.LAZY_LOAD_PROVIDERS`); by default the page is not mounted.
@@ -127,13 +128,26 @@ def answer_status(url: str, token: str | None = None) -> int:
         return exc.code
 
 
+def trigger(rest: AirflowRest) -> str:
+    """A manual run; SQLite's lock may refuse the API's write for a moment (HTTP 500): try again."""
+    for attempt in range(1, 6):
+        try:
+            return rest.trigger(DAG_ID)
+        except RestError as exc:
+            if exc.status != 500 or attempt == 5:
+                raise
+            say(f"triggering answered HTTP 500 (SQLite busy?); again in 2 s ({attempt}/5)")
+            time.sleep(2)
+    raise AssertionError("unreachable")
+
+
 def run_pipeline(demo: UiDemo, rest: AirflowRest) -> None:
-    first = [rest.trigger(DAG_ID) for _ in range(2)]
+    first = [trigger(rest) for _ in range(2)]
     for run_id in first:
         say(f"run {run_id}: {rest.wait_for_run(DAG_ID, run_id, timeout=300)}")
     wait_for("every run of the DAG to finish (the scheduled one too)", demo.runs_settled, timeout=300)
     demo.provider({"fault": "drop_after_accept", "fault_times": 1})  # the next submit's answer is lost
-    lost = rest.trigger(DAG_ID)
+    lost = trigger(rest)
     say(f"run {lost}: {rest.wait_for_run(DAG_ID, lost, timeout=300)} (the provider's answer was lost)")
 
 
@@ -167,7 +181,9 @@ def interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, interrupted)  # stop the same way as on Ctrl-C
+    # Ctrl-C and SIGTERM stop the same way, also when started with SIGINT ignored (a background job).
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     shutil.rmtree(WORKDIR, ignore_errors=True)
     demo = UiDemo(WORKDIR)
     try:
@@ -180,7 +196,7 @@ def main() -> int:
             time.sleep(1)
             demo._check_alive()
     except KeyboardInterrupt:
-        say("stopping (Ctrl-C)")
+        say("stopping (Ctrl-C or SIGTERM)")
         code = 0
     except Exception as exc:
         say(f"FAILED: {type(exc).__name__}: {exc} (logs in {WORKDIR})")
