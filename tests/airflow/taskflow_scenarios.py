@@ -37,7 +37,11 @@ def secrets_lookups() -> list[dict[str, Any]]:
 
 
 def xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
-    """Every XCom the run's tasks pushed, by task id (mapped: ``task_id[i]``) and key."""
+    """Every XCom the run's tasks pushed, by task id (mapped: ``task_id[i]``) and key.
+
+    Airflow's own ``_link_<name>`` rows (where it keeps each task's extra-link URL) are left out:
+    the comparisons are about what the operators push.
+    """
     from airflow.utils.session import create_session
     from sqlalchemy import text
 
@@ -48,6 +52,8 @@ def xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
             {"dag": dag_id, "run": run_id},
         ).all()
     for task_id, map_index, key, value in rows:
+        if key.startswith("_link_"):
+            continue
         name = task_id if map_index < 0 else f"{task_id}[{map_index}]"
         out.setdefault(name, {})[key] = json.loads(value) if isinstance(value, str) else value
     return out
