@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery
 
-.PHONY: install lint test demo demo-ui demo-cli bench e2e-distributed e2e-approval e2e-ui browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench bench-ui e2e-distributed e2e-approval e2e-ui browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,7 @@ demo: install
 	$(BIN)/python demo/airflow_demo.py
 	$(BIN)/python demo/paid_walkthrough.py
 	$(BIN)/python demo/approval_demo.py
+	@echo "Optional: make demo-ui keeps a deployment running and prints the Idempotent Jobs page's URL and logins."
 
 # The Idempotent Jobs page on a running deployment (api-server, scheduler, dag-processor, triggerer on
 # 127.0.0.1): the example DAG runs three times (one provider answer lost), then it prints the logins
@@ -46,6 +47,10 @@ demo-cli: install
 
 bench: install
 	$(BIN)/python benchmarks/allocate.py
+
+# The page's JSON for a 500-episode week in a 20 000-episode store against listing that week.
+bench-ui: install
+	$(BIN)/python benchmarks/ui_week.py
 
 # A real CeleryExecutor deployment (2 workers) backfills 14 runs against the PostgreSQL store.
 e2e-distributed: install
