@@ -18,6 +18,14 @@ from airflow_idempotent_jobs.stores import EpisodeStore
 ALPHA, BETA = "ij_ui_alpha", "ij_ui_beta"
 #: The key of the migrated job: no DAG named, so only store-wide users see it.
 MIGRATED_KEY = "legacy:weekly-media:job-17"
+#: Stored text that would be markup, script or a reordering of the page if it were rendered as
+#: anything but text (``window.__pwned`` set means it ran): the hostile episode's key (its run id
+#: starts ``javascript:``), approver, comment, provider error, remote ref, history notes and metadata.
+PWN = "<img src=x onerror=window.__pwned=1>"
+HOSTILE_KEY = f'airflow:{ALPHA}:allocate:javascript:alert(1)//">{PWN}'
+HOSTILE_TEXT = f'"><script>window.__pwned=2</script>{PWN}'
+#: A right-to-left override: shown raw, "exe.txt" would read as "txt.exe".
+RLO = "\u202e"
 _S = SubmissionState
 
 
@@ -34,6 +42,8 @@ class Seeded:
     attention: list[str] = field(default_factory=list)
     #: Episode id -> approval decision recorded.
     decisions: dict[str, str] = field(default_factory=dict)
+    #: The episode whose stored text is hostile (last week, ALPHA's).
+    hostile: str = ""
 
     def visible_to(self, dags: set[str | None]) -> list[str]:
         return sorted(eid for dag, ids in self.by_dag.items() if dag in dags for eid in ids)
@@ -60,7 +70,9 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
         facts.by_dag.setdefault(owner, []).append(episode.episode_id)
         return episode
 
-    def move(episode: Episode, *states: SubmissionState, status: EpisodeStatus, **last: object) -> None:
+    def move(
+        episode: Episode, *states: SubmissionState, status: EpisodeStatus, note: str = "seeded", **last: object
+    ) -> None:
         """One update per ledger move: the PostgreSQL schema refuses a write that skips a state."""
         for n, state in enumerate(states):
             extra = dict(last) if n == len(states) - 1 else {}
@@ -68,7 +80,7 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
                 extra = {"claimed_by": "seed:1:x", "claimed_at": stale, "attempts": 1, **extra}
 
             def change(now_: Episode, state: SubmissionState = state, extra: dict[str, Any] = extra) -> Episode:
-                submission = now_.submission.moved_to(state, episode_id=episode.episode_id, note="seeded", **extra)
+                submission = now_.submission.moved_to(state, episode_id=episode.episode_id, note=note, **extra)
                 return dataclasses.replace(now_, status=status, submission=submission)
 
             store.update(episode.episode_id, change)
@@ -104,4 +116,23 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     paid(allocate(previous, ALPHA, _key(ALPHA, 4, day) + ":2"), 20.0, "job-a4")
     failed = allocate(previous, BETA, _key(BETA, 4, day))
     move(failed, _S.SUBMITTING, _S.FAILED, status=EpisodeStatus.FAILED, error="provider rejected (seeded)")
+    hostile = allocate(previous, ALPHA, HOSTILE_KEY)
+    store.decide(hostile.episode_id, "approved", by=HOSTILE_TEXT, via="cli", comment=HOSTILE_TEXT)
+    facts.decisions[hostile.episode_id] = "approved"
+    move(
+        hostile,
+        _S.SUBMITTING,
+        _S.FAILED,
+        status=EpisodeStatus.FAILED,
+        note=f"{RLO}{HOSTILE_TEXT}",
+        error=f"{HOSTILE_TEXT} exe.txt{RLO}",
+        remote_ref="javascript:alert(3)",
+    )
+    store.update(
+        hostile.episode_id,
+        lambda e: dataclasses.replace(
+            e, metadata={"link": "javascript:alert(4)", "html": f"</pre>{HOSTILE_TEXT}{RLO}"}
+        ),
+    )
+    facts.hostile = hostile.episode_id
     return facts

@@ -74,6 +74,13 @@ class EpisodeStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def require_existing(self) -> None:
+        """`StoreUnavailable` unless a store this code can read is here; never creates, upgrades or locks.
+
+        For readers that must not write (Airflow's page): every other call creates the store on first use.
+        """
+
+    @abc.abstractmethod
     def _session(self) -> AbstractContextManager[StoreSession]:
         """Hold the lock that covers discovery and persistence for the body of a ``with``."""
 

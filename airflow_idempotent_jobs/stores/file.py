@@ -147,6 +147,14 @@ class FileEpisodeStore(EpisodeStore):
         finally:
             self._lock.release()
 
+    def require_existing(self) -> None:
+        with self.io_errors():
+            exists = self._root_exists()
+        if not exists:
+            raise StoreUnavailable(
+                f"no episode store at {self.root}: nothing was ever written there (readers create none)"
+            )
+
     def _root_exists(self) -> bool:
         """False when there is no store yet; `StoreCorrupted` when the root is not a real directory."""
         try:

@@ -238,6 +238,24 @@ class PostgresEpisodeStore(EpisodeStore):
                 pg_schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
         self._schema_ready = True
 
+    def require_existing(self) -> None:
+        """Read the schema's version only; once it is this code's, reads no longer try to create or upgrade it."""
+        if self._schema_ready:
+            return
+        with self._translated(), self._reader.connect() as conn:
+            found = pg_schema.current_version(conn, self.schema)
+        if found is None:
+            raise StoreUnavailable(
+                f"no episode store in schema {self.schema} of {self._location}: nothing was ever written there "
+                "(readers create none)"
+            )
+        if found != pg_schema.LATEST_VERSION:
+            raise StoreUnavailable(
+                f"the episode store in schema {self.schema} of {self._location} is at version {found}, this code "
+                f"reads {pg_schema.LATEST_VERSION}: a writer of this version migrates it, readers do not"
+            )
+        self._schema_ready = True
+
     # -- rows ----------------------------------------------------------------------------------
     def where(self, row: str | None = None, table: str = "episodes") -> str:
         """A place in this store for messages: the database, schema, table, namespace and row."""

@@ -119,5 +119,6 @@ class VisibleStore:
         raise AttributeError(f"the page's store view offers no {name!r}")
 
 
-#: Store attributes the read model may use besides list/get/find: none of them writes.
-_READ_ONLY = frozenset({"namespace", "location"})
+#: Store attributes the read model may use besides list/get/find: none of them writes (``namespace``
+#: is not one: the file store creates itself to answer it).
+_READ_ONLY = frozenset({"location"})

@@ -65,7 +65,7 @@ def current_week(now: dt.datetime) -> WeekId:
 
 
 class PageStore:
-    """The deployment's store, opened on first use and kept (its connection pool is reused).
+    """The deployment's store, opened on first use and kept (its connection pool is reused), read only.
 
     A failure to open is not kept: the next request tries again, so a store that comes back, or a
     fixed setting after a restart, needs nothing else.
@@ -77,13 +77,16 @@ class PageStore:
         self._lock = threading.Lock()
 
     def get(self) -> EpisodeStore:
+        """The store, checked to exist on every call: the page never creates or upgrades one."""
         with self._lock:
             if self._store is None:
                 from ..operators._common import open_task_store
 
                 self._secrets = _configured_secrets()
                 self._store = open_task_store(None, None, None)
-            return self._store
+            store = self._store
+        store.require_existing()  # a missing store is 503, not a new empty one (cheap once it exists)
+        return store
 
     def scrub(self, text: str) -> str:
         """``text`` on one line, with every password of the configured store replaced by ``***``."""

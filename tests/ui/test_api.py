@@ -7,20 +7,26 @@ PostgreSQL store; a second api-server points at a port where nothing listens.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
+import os
 import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
+from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.stores import open_store
 from e2e.airflow_rest import AirflowRest
-from e2e.deployment import AIRFLOW, free_port
+from e2e.deployment import AIRFLOW, PG_HOST, PG_PORT, PG_USER, free_port
+from e2e.tcp_relay import TcpRelay
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, MIGRATED_KEY, Seeded
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, Seeded
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
@@ -159,19 +165,89 @@ def test_an_unknown_episode_is_404(ui: UiDeployment, tokens: dict[str, str]) -> 
     assert (status, body) == (404, {"detail": "episode 2026-W01-99 not found"})
 
 
-def test_a_store_that_is_down_is_503_with_one_line_and_no_password(ui: UiDeployment, facts: Seeded) -> None:
-    closed = free_port()  # nothing listens there
-    base = ui.start_api_server(store=f"postgresql://ij:{DOWN_PASSWORD}@127.0.0.1:{closed}/nothing")
-    token = AirflowRest(base, ADMIN, ui.passwords[ADMIN]).login()
-    for path in ("/api/weeks", f"/api/weeks/{facts.current}", f"/api/episodes/{facts.current}-0"):
+def _unavailable(base: str, token: str, paths: tuple[str, ...], secret: str) -> list[str]:
+    """Each path's 503 detail, checked to be one line without the password or a traceback."""
+    details = []
+    for path in paths:
         status, body, _ = call(base, "/idempotent-jobs" + path, token)
-        assert status == 503, body
+        assert status == 503, (path, body)
         detail = body["detail"]
         assert detail.startswith("episode store unavailable:") and "\n" not in detail
-        assert DOWN_PASSWORD not in json.dumps(body)
-        assert "Traceback" not in detail
+        assert secret not in json.dumps(body) and "Traceback" not in detail
+        details.append(detail)
+    return details
+
+
+def test_a_store_down_missing_then_back_is_503_until_it_is_there_and_never_created(
+    ui: UiDeployment, facts: Seeded
+) -> None:
+    """One api-server, never restarted: its store's database unreachable, reachable without the
+    store's schema (the page must not create it), the schema made by a writer, down again, back."""
+    secret = os.environ.get("PGPASSWORD") or DOWN_PASSWORD  # trust auth ignores it; no page may show it
+    port, schema = free_port(), f"ij_page_{os.getpid()}"
+    relay = TcpRelay(port, (PG_HOST, int(PG_PORT)))
+    url = f"postgresql://{PG_USER}:{secret}@127.0.0.1:{port}/{ui.store_db}?schema={schema}"
+    base = ui.start_api_server(store=url)
+    token = AirflowRest(base, ADMIN, ui.passwords[ADMIN]).login()
+    week = f"/api/weeks/{facts.current}"
+    paths = ("/api/weeks", week, f"/api/episodes/{facts.current}-0")
+    try:
+        assert all("is unavailable" in d for d in _unavailable(base, token, paths, secret))
+        relay.start()
+        details = _unavailable(base, token, paths, secret)
+        assert all(f"no episode store in schema {schema}" in d for d in details), details
+        with psycopg.connect(ui.store_url, autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchall()
+        assert found == [], "the page created the store's schema"
+        with contextlib.closing(open_store(f"{ui.store_url}?schema={schema}")) as writer:
+            made = writer.allocate(WeekId.parse(facts.current), MIGRATED_KEY).episode_id
+        status, view, _ = call(base, "/idempotent-jobs" + week, token)
+        assert status == 200 and [row["episode_id"] for row in view["episodes"]] == [made], view
+        relay.stop()  # the kept connections break, as when PostgreSQL restarts
+        _unavailable(base, token, (week,), secret)
+        relay.start()
+        status, view, _ = call(base, "/idempotent-jobs" + week, token)
+        assert status == 200 and [row["episode_id"] for row in view["episodes"]] == [made], view
+    finally:
+        relay.stop()
     log = next(p.log for p in ui.processes if p.name == f"api-server-{base.rsplit(':', 1)[1]}")
-    assert DOWN_PASSWORD not in log.read_text(errors="replace")
+    assert secret not in log.read_text(errors="replace")
+
+
+def test_every_answer_carries_the_security_headers_and_nothing_is_public(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
+) -> None:
+    answers = {
+        "page": call(ui.api_url, "/idempotent-jobs/", tokens[ALICE]),
+        "script": call(ui.api_url, "/idempotent-jobs/static/app.js", tokens[ALICE]),
+        "api": call(ui.api_url, f"/idempotent-jobs/api/weeks/{facts.current}", tokens[ALICE]),
+        "anonymous": call(ui.api_url, "/idempotent-jobs/api/weeks"),
+        "hidden": call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.by_dag[BETA][0]}", tokens[ALICE]),
+    }
+    assert [answer[0] for answer in answers.values()] == [200, 200, 200, 401, 404]
+    for name, (_, _, headers) in answers.items():
+        lower = {key.lower(): value for key, value in headers.items()}
+        assert lower.get("x-content-type-options") == "nosniff", name
+        assert lower.get("x-frame-options") == "SAMEORIGIN", name
+        policy = lower.get("content-security-policy", "")
+        assert "frame-ancestors 'self'" in policy and "script-src 'self'" in policy, (name, policy)
+        assert "unsafe-inline" not in policy, name
+    assert answers["script"][2]["content-type"].startswith("text/javascript")
+    assert answers["api"][2]["content-type"] == "application/json"
+    for path in ("/openapi.json", "/docs", "/redoc"):  # the API's schema is not for anonymous eyes
+        assert call(ui.api_url, "/idempotent-jobs" + path)[0] in (401, 404), path
+
+
+def test_hostile_stored_text_comes_back_exactly_as_stored(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
+) -> None:
+    """The API returns data, never markup: the page renders it as text (checked in a browser by make e2e-ui)."""
+    status, body, headers = call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.hostile}", tokens[ALICE])
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert body["episode"]["allocation_key"] == HOSTILE_KEY
+    assert body["owner"]["run_id"].startswith("javascript:alert(1)")
+    assert body["episode"]["approval"]["by"] == HOSTILE_TEXT
+    assert call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.hostile}", tokens[BOB])[0] == 404
 
 
 def test_the_page_is_served_to_a_logged_in_user_with_its_root(ui: UiDeployment, tokens: dict[str, str]) -> None:

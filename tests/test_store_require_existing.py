@@ -1,0 +1,67 @@
+"""`EpisodeStore.require_existing`: how Airflow's page reads a store without ever creating or upgrading one.
+
+Before it, the page's first read of a missing PostgreSQL store created its schema and tables, and
+read an older one only after migrating it: a page that "never writes" wrote DDL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from airflow_idempotent_jobs.errors import StoreUnavailable
+from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.stores import open_store, pg_schema
+
+WEEK = WeekId.parse("2026-W32")
+
+
+def test_a_missing_file_store_is_unavailable_and_stays_missing(tmp_path: Path) -> None:
+    root = tmp_path / "never-written"
+    with open_store(root) as store:
+        with pytest.raises(StoreUnavailable, match=r"no episode store at .*never-written"):
+            store.require_existing()
+        assert not root.exists()
+        store.allocate(WEEK, "k1")  # a writer creates it
+        store.require_existing()
+        assert [e.allocation_key for e in store.list(WEEK)] == ["k1"]
+
+
+def _schemas(url: str) -> set[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {name for (name,) in conn.execute("SELECT nspname FROM pg_namespace")}
+
+
+@pytest.mark.postgres
+def test_a_missing_postgres_store_is_unavailable_and_nothing_is_created(empty_database: str) -> None:
+    before = _schemas(empty_database)
+    with open_store(f"{empty_database}?schema=ij_page") as store:
+        for _ in range(2):  # a second look does not create it either
+            with pytest.raises(StoreUnavailable, match="no episode store in schema ij_page"):
+                store.require_existing()
+        assert _schemas(empty_database) == before
+    with open_store(f"{empty_database}?schema=ij_page") as writer:
+        writer.allocate(WEEK, "k1")
+    with open_store(f"{empty_database}?schema=ij_page") as store:
+        store.require_existing()
+        assert [e.allocation_key for e in store.list(WEEK)] == ["k1"]
+
+
+@pytest.mark.postgres
+def test_an_older_postgres_store_is_not_upgraded_by_a_reader(empty_database: str) -> None:
+    older = pg_schema.LATEST_VERSION - 1
+    engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.begin() as conn:
+            pg_schema.migrate(conn, "idempotent_jobs", where="test", lock_timeout_ms=5000, target=older)
+    finally:
+        engine.dispose()
+    with open_store(empty_database) as store:
+        with pytest.raises(StoreUnavailable, match=f"at version {older}, this code reads {pg_schema.LATEST_VERSION}"):
+            store.require_existing()
+        with psycopg.connect(empty_database, autocommit=True) as conn:
+            versions = [v for (v,) in conn.execute("SELECT version FROM idempotent_jobs.schema_version")]
+        assert max(versions) == older
