@@ -47,7 +47,7 @@ from airflow_idempotent_jobs.stores import open_store
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, Seeded
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded
 
 DOCS_IMG = REPO / "docs" / "img"
 #: Whose episode view each user opens (the owning DAG, or None for the migrated job).
@@ -133,6 +133,7 @@ class UserChecks:
         self.previous_next(browser)
         self.episode(browser)
         self.other_team(browser)
+        self.hostile(browser)
         self.check("the page threw no script error", not browser.page_errors, browser.page_errors or "none")
 
     def login(self, browser: Browser) -> None:
@@ -323,6 +324,64 @@ class UserChecks:
             f"another team's episode {eid} is not found",
             error.startswith("Error 404") and not browser.text("#record"),
             error,
+        )
+
+    def hostile(self, browser: Browser) -> None:
+        """Stored markup, script, ``javascript:`` and a right-to-left override stay inert, visible text."""
+        eid = self.seeded.hostile
+        if eid in self.expected.hidden():
+            return
+        self.open_week(browser, f"{self.ui.page_url}?week={self.seeded.previous}")
+        row = browser.evaluate(
+            f"(() => {{ const tr = document.querySelector('#episodes tr[data-episode-id={json.dumps(eid)}]');"
+            " const a = tr.querySelector('a.owner'); return {cells: [...tr.cells].map(td => td.innerText),"
+            " origin: new URL(a.href).origin, path: new URL(a.href).pathname}; })()"
+        )
+        self.check(
+            "hostile text in a row is shown as text; the owner link stays in Airflow's UI",
+            row["cells"][3] == "javascript:alert(3)"
+            and row["origin"] == self.ui.api_url
+            and row["path"].startswith(f"/dags/{ALPHA}/runs/javascript%3Aalert(1)%2F%2F%22%3E%3Cimg")
+            and row["cells"][8].startswith(f'{ALPHA} / javascript:alert(1)//">{PWN}'),
+            row,
+        )
+        browser.click(f"#episodes tr[data-episode-id={json.dumps(eid)}] a.episode")
+        browser.wait_until("the hostile episode", "!document.querySelector('#episode-view').hidden")
+        record = self.expected.records[eid]
+        summary, approval = _definitions(browser, "#episode-summary"), _definitions(browser, "#approval")
+        notes = browser.evaluate(
+            "[...document.querySelectorAll('#submission-history tbody tr')].map(tr => tr.cells[3].innerText)"
+        )
+        escaped = RLO.encode("unicode_escape").decode()  # the six characters \u202e
+        self.check(
+            "hostile text in the episode view is text; the override is shown escaped, as the CLI shows it",
+            approval.get("By") == HOSTILE_TEXT
+            and approval.get("Comment") == HOSTILE_TEXT
+            and summary.get("Error") == f"{HOSTILE_TEXT} exe.txt{escaped}"
+            and summary.get("Allocation key") == HOSTILE_KEY
+            and notes == [f"{escaped}{HOSTILE_TEXT}"] * 2,
+            {"summary": summary, "approval": approval, "notes": notes},
+        )
+        shown = json.loads(browser.text("#record") or "null")
+        self.check("the hostile record still parses to the store's", shown == record.to_dict(), shown)
+        overrides = browser.text().count(RLO)
+        self.check("no right-to-left override reaches the screen", overrides == 0, f"{overrides} found")
+        self.inert(browser, "the hostile episode")
+        browser.goto(f"{self.ui.page_url}?week={quote(PWN, safe='')}")
+        browser.wait_until("an answer", "!document.querySelector('#error').hidden")
+        error = browser.text("#error")
+        self.check("a hostile ?week= is a 400 shown as text", error.startswith("Error 400"), error)
+        self.inert(browser, "a hostile ?week=")
+
+    def inert(self, browser: Browser, where: str) -> None:
+        found = browser.evaluate(
+            "({pwned: window.__pwned ?? null, imgs: document.querySelectorAll('img').length,"
+            " scripts: [...document.scripts].map(s => new URL(s.src || 'inline:', location.href).pathname)})"
+        )
+        self.check(
+            f"{where}: no stored markup became an element, no script ran",
+            found == {"pwned": None, "imgs": 0, "scripts": ["/idempotent-jobs/static/app.js"]},
+            found,
         )
 
 

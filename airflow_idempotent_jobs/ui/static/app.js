@@ -2,6 +2,38 @@
 // (never innerHTML), so nothing stored in an episode can become markup or script.
 "use strict";
 
+// What Python's str.isprintable() refuses: controls, format characters (bidi overrides such as
+// U+202E, zero-width ones), unassigned, surrogates, line/paragraph separators and every space but
+// " ". Stored text shows them as escapes, as `idempotent-jobs` prints them, so it cannot reorder,
+// hide or fake what is next to it.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Cs}\p{Zl}\p{Zp}]|(?! )\p{Zs}/gu;
+const NAMED = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+
+function hex(code, width) {
+  return code.toString(16).padStart(width, "0");
+}
+
+// Text as shown: each hidden character as \n, \xNN, \uNNNN or \UNNNNNNNN.
+function shown(text) {
+  return String(text).replace(HIDDEN, (ch) => {
+    const code = ch.codePointAt(0);
+    if (NAMED[ch]) return NAMED[ch];
+    if (code < 0x100) return `\\x${hex(code, 2)}`;
+    return code < 0x10000 ? `\\u${hex(code, 4)}` : `\\U${hex(code, 8)}`;
+  });
+}
+
+// JSON as shown: the same characters as JSON's \u escapes, so the text still parses to the record.
+// Outside its strings JSON.stringify writes only printable ASCII and the layout's line breaks.
+function shownJson(value) {
+  return JSON.stringify(value, null, 2).replace(HIDDEN, (ch) => {
+    if (ch === "\n") return ch;
+    let out = "";
+    for (let i = 0; i < ch.length; i++) out += `\\u${hex(ch.charCodeAt(i), 4)}`;
+    return out;
+  });
+}
+
 const ROOT = document.querySelector('meta[name="ij-root"]').content;
 // Airflow's own UI lives one level up from the plugin's mount point.
 const AIRFLOW_ROOT = ROOT.replace(/\/idempotent-jobs$/, "");
@@ -9,7 +41,7 @@ const $ = (selector) => document.querySelector(selector);
 
 function el(tag, text, attrs) {
   const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) node.textContent = shown(text);
   for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
   return node;
 }
@@ -21,7 +53,7 @@ function link(text, href, attrs) {
 function cell(row, content) {
   const td = document.createElement("td");
   if (content instanceof Node) td.appendChild(content);
-  else td.textContent = content === null || content === undefined ? "" : String(content);
+  else td.textContent = content === null || content === undefined ? "" : shown(content);
   row.appendChild(td);
   return td;
 }
@@ -126,7 +158,7 @@ function renderWeek(week) {
   $("#budget").textContent = week.budget === null ? "(no weekly budget configured)" : `of ${money(week.budget)} budget`;
   const unknown = week.spend_unknown || [];
   $("#spend-unknown").hidden = unknown.length === 0;
-  $("#spend-unknown").textContent = unknown.length ? `Spend not knowable yet for: ${unknown.join(", ")}` : "";
+  $("#spend-unknown").textContent = unknown.length ? shown(`Spend not knowable yet for: ${unknown.join(", ")}`) : "";
   renderCounts(week.counts);
 
   const list = $("#attention-list");
@@ -170,7 +202,7 @@ function definition(list, term, value) {
   list.appendChild(el("dt", term));
   const dd = el("dd");
   if (value instanceof Node) dd.appendChild(value);
-  else dd.textContent = value === null || value === undefined ? "" : String(value);
+  else dd.textContent = value === null || value === undefined ? "" : shown(value);
   list.appendChild(dd);
 }
 
@@ -225,8 +257,8 @@ function renderEpisode(view) {
     events.appendChild(tr);
   }
 
-  $("#metadata").textContent = JSON.stringify(episode.metadata || {}, null, 2);
-  $("#record").textContent = JSON.stringify(episode, null, 2);
+  $("#metadata").textContent = shownJson(episode.metadata || {});
+  $("#record").textContent = shownJson(episode);
   $("#episode-view").hidden = false;
 }
 
