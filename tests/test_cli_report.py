@@ -111,6 +111,7 @@ def test_bad_input_exits_2_with_one_line(
 
 
 def test_the_widest_range_is_accepted_and_bad_input_through_the_process(backend: Backend, store: EpisodeStore) -> None:
+    store.allocate(WEEK, "k")
     done = run_cli("--store", backend.url, "report", "--from", "2025-W01", "--to", "2026-W52", "--json")
     assert done.code == 0, done.stderr
     weeks = [json.loads(line)["week_id"] for line in done.stdout.splitlines()]
@@ -124,3 +125,21 @@ def test_an_unreachable_database_is_one_line_without_its_password() -> None:
     assert done.code == 5
     line = done.error_line()
     assert "s3cret-pw" not in line and "127.0.0.1" in line
+
+
+def test_a_store_that_was_never_written_is_exit_5_and_stays_uncreated(backend: Backend) -> None:
+    """A mistyped --store once printed an empty week (exit 0); on PostgreSQL it also created the schema."""
+    url = backend.url
+    if backend.name == "postgres":  # a schema nobody made, in the test's database
+        url += ("&" if "?" in url else "?") + "schema=ij_never_made"
+    before = backend.snapshot()
+    done = run_cli("--store", url, "report", "--json")
+    assert done.code == 5 and done.stdout == "", done.stdout
+    assert "no episode store" in done.error_line() and "nothing was ever written" in done.error_line()
+    assert backend.snapshot() == before
+    if backend.name == "postgres":
+        import psycopg
+
+        with psycopg.connect(backend.url, autocommit=True) as conn:
+            made = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'ij_never_made'").fetchall()
+        assert made == []

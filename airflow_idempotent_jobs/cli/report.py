@@ -2,7 +2,8 @@
 
 The figures come from the same read model as Airflow's page (`operations.week_view`), so the
 two never disagree. ``--json`` writes one line per week holding exactly the object the page's API
-returns for that week. Read-only; exit 0 whatever the weeks hold (attention is information).
+returns for that week. Read-only: a store that does not exist is exit 5, not created; exit 0
+whatever the weeks hold (attention is information).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def _report(args: argparse.Namespace) -> int:
     now = dt.datetime.now(resolve_timezone(args.tz) if args.tz is not None else dt.timezone.utc)
     weeks = _weeks(args, now)  # bad input exits 2 before the store is opened
     with open_cli_store(args) as store:
+        store.require_existing()  # a mistyped store is an error (exit 5), never a new empty store
         views = [week_view(store, week, budget=args.budget, now=now) for week in weeks]
     for view in views:
         if args.json:
