@@ -77,8 +77,12 @@ def create_app() -> FastAPI:
         response.headers.update(SECURITY_HEADERS)
         return response
 
-    def answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """Run ``work``; our errors become one-line HTTP answers that carry no password or traceback."""
+    def answer(work: Callable[[], dict[str, Any]], user: BaseUser) -> dict[str, Any]:
+        """Run ``work``; our errors become one-line HTTP answers that carry no password or traceback.
+
+        A damaged record names its episode and path: only a user with store-wide access is told
+        which, since the record may belong to a DAG this user may not read.
+        """
         from ..errors import EpisodeNotFound, IdempotentJobsError, InvalidIdentifier, StoreUnavailable
 
         try:
@@ -90,6 +94,10 @@ def create_app() -> FastAPI:
         except StoreUnavailable as exc:
             raise HTTPException(503, "episode store unavailable: " + store.scrub(str(exc))) from None
         except IdempotentJobsError as exc:
+            if not access_for(user).store_wide:
+                raise HTTPException(
+                    503, "episode store cannot be read: a record is damaged (a user with store-wide access sees which)"
+                ) from None
             raise HTTPException(503, f"episode store cannot be read: {store.scrub(str(exc))}") from None
         except HTTPException:
             raise
@@ -111,7 +119,7 @@ def create_app() -> FastAPI:
             now = page_now()
             return weeks_view(visible(user), current=current_week(now), count=WEEKS_LISTED, now=now)
 
-        return await run_in_threadpool(answer, work)
+        return await run_in_threadpool(answer, work, user)
 
     @app.get("/api/weeks/{week_id}")
     async def api_week(week_id: str, user: ApiUser) -> dict[str, Any]:
@@ -123,7 +131,7 @@ def create_app() -> FastAPI:
             week = WeekId.parse(week_id)  # a bad id is 400 before the store or the auth manager is asked
             return week_view(visible(user), week, budget=weekly_budget(), now=page_now())
 
-        return await run_in_threadpool(answer, work)
+        return await run_in_threadpool(answer, work, user)
 
     @app.get("/api/episodes/{episode_id}")
     async def api_episode(episode_id: str, user: ApiUser) -> dict[str, Any]:
@@ -135,7 +143,7 @@ def create_app() -> FastAPI:
             eid = str(EpisodeId.parse(episode_id))
             return episode_view(visible(user), eid, now=page_now())
 
-        return await run_in_threadpool(answer, work)
+        return await run_in_threadpool(answer, work, user)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
     async def api_unknown(rest: str, user: ApiUser) -> JSONResponse:

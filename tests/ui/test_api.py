@@ -302,3 +302,30 @@ def _q(part: str) -> str:
     from urllib.parse import quote
 
     return quote(part, safe="")
+
+
+def test_a_damaged_record_is_named_only_to_a_user_with_store_wide_access(
+    ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
+) -> None:
+    """The week of a damaged record cannot be shown; only who may see every record learns which one it is."""
+    damaged = next(eid for eid in facts.by_dag[BETA] if eid.startswith(facts.current))
+    week = f"/idempotent-jobs/api/weeks/{facts.current}"
+    with psycopg.connect(ui.store_url, autocommit=True) as conn:
+        (before,) = conn.execute(
+            "SELECT metadata::text FROM idempotent_jobs.episodes WHERE episode_id = %s", (damaged,)
+        ).fetchone() or (None,)
+        assert before is not None
+        conn.execute(
+            "UPDATE idempotent_jobs.episodes SET metadata = '{\"x\": 1e999}'::jsonb WHERE episode_id = %s", (damaged,)
+        )
+        try:
+            status, body, _ = call(ui.api_url, week, tokens[ALICE])
+            assert status == 503 and damaged not in json.dumps(body), body
+            assert "store-wide access" in body["detail"]
+            status, body, _ = call(ui.api_url, week, tokens[ADMIN])
+            assert status == 503 and damaged in body["detail"], body
+        finally:
+            conn.execute(
+                "UPDATE idempotent_jobs.episodes SET metadata = %s::jsonb WHERE episode_id = %s", (before, damaged)
+            )
+    assert call(ui.api_url, week, tokens[ALICE])[0] == 200
