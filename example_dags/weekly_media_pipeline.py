@@ -77,6 +77,8 @@ with DAG(
         deferrable=True,  # polling runs in the triggerer; set False if you run none
         poll_timeout=2 * 3600,
         trigger_rule="none_failed",  # runs when approve approved, or was skipped (no gate)
+        # With the gate on, pays only for an approved episode (even if approve is marked done by hand).
+        require_approval="{{ params.require_approval }}",
     )
 
     @task

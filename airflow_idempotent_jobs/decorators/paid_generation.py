@@ -71,7 +71,7 @@ class _PaidGenerationDecoratedOperator(DecoratedOperator, PaidGenerationOperator
         """Load the episode first (an unknown or unapproved one fails before the user's code runs), then
         bind the request."""
         with task_errors():
-            self._ledger(store).preflight(eid, require_approval=self.require_approval)
+            self._ledger(store).preflight(eid, require_approval=self.require_approval is True)
         return super()._load(store, eid)  # runs the function through `_request`
 
     def _request(self) -> dict[str, Any]:

@@ -58,11 +58,14 @@ class PaidGenerationOperator(StoreOperator):
     :param require_approval: refuse (no retry) unless the episode's recorded decision is approved
         (`ApproveEpisodeOperator`, or ``idempotent-jobs approve``); checked once the episode is
         loaded, before any connection or secret is read, and again under the lock when the
-        submitting intent is written. A rejected episode is refused whatever this says.
+        submitting intent is written. A rejected episode is refused whatever this says. May be a
+        template rendering to True or False (``"{{ params.require_approval }}"``), so a DAG whose gate
+        is a param refuses an undecided episode whenever the gate is on, even when someone marked
+        the approval task done by hand; any other rendering fails the task without retry.
     :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
     """
 
-    template_fields: Sequence[str] = ("episode_id", "request", "store")
+    template_fields: Sequence[str] = ("episode_id", "request", "store", "require_approval")
     template_fields_renderers: ClassVar[dict[str, str]] = {"request": "json"}
     ui_color = "#fdf1dc"
     #: "Episode" on the task instance opens this episode in the Idempotent Jobs page.
@@ -85,7 +88,7 @@ class PaidGenerationOperator(StoreOperator):
         weekly_budget: float | None = None,
         estimated_cost: float | None = None,
         max_result_bytes: int = 64 * 1024,  # paid.results.DEFAULT_RESULT_LIMIT (not imported: DAG files parse this)
-        require_approval: bool = False,
+        require_approval: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -105,9 +108,14 @@ class PaidGenerationOperator(StoreOperator):
         self.weekly_budget = weekly_budget
         self.estimated_cost = estimated_cost
         self.max_result_bytes = max_result_bytes
-        if not isinstance(require_approval, bool):
-            raise TypeError(f"{self.task_id}: require_approval must be True or False, not {require_approval!r}")
-        self.require_approval = require_approval
+        if not isinstance(require_approval, bool) and not (
+            isinstance(require_approval, str) and "{{" in require_approval
+        ):
+            raise TypeError(
+                f"{self.task_id}: require_approval must be True or False (or a template rendering to one),"
+                f" not {require_approval!r}"
+            )
+        self.require_approval: bool | str = require_approval
 
     # -- the steps, in the order docs/design.md requires -------------------------------------------
     def execute(self, context: Context) -> dict[str, Any]:
@@ -164,6 +172,13 @@ class PaidGenerationOperator(StoreOperator):
         from ..errors import InvalidConfiguration
         from ..paid.budget import checked_amount
 
+        rendered = {"True": True, "true": True, "False": False, "false": False}.get(str(self.require_approval).strip())
+        if rendered is None:
+            raise AirflowFailException(
+                f"{self.task_id}: require_approval rendered {self.require_approval!r:.60}, not True or False;"
+                " nothing was read or sent"
+            )
+        self.require_approval = rendered
         with task_errors():
             checked_amount("estimated_cost", self.estimated_cost)
             checked_amount("weekly_budget", self.weekly_budget)
@@ -190,7 +205,7 @@ class PaidGenerationOperator(StoreOperator):
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""
         with task_errors():
-            return self._ledger(store).preflight(eid, self._request(), require_approval=self.require_approval)
+            return self._ledger(store).preflight(eid, self._request(), require_approval=self.require_approval is True)
 
     def _provider(self) -> PaidProvider:
         """The provider the resolved hook builds (`resolve_provider_hook`): the first connection read."""
@@ -216,7 +231,7 @@ class PaidGenerationOperator(StoreOperator):
                     provider,
                     self._request(),
                     estimated_cost=self.estimated_cost,
-                    require_approval=self.require_approval,
+                    require_approval=self.require_approval is True,
                 )
             except SubmissionStateUnknown as exc:
                 raise AirflowFailException(

@@ -89,7 +89,7 @@ def test_require_approval_is_a_keyword_of_the_paid_step() -> None:
     op = PaidGenerationOperator(task_id="p", episode_id="x", provider_conn_id="c", require_approval=True)
     assert op.require_approval is True
     with pytest.raises(TypeError, match="require_approval must be True or False"):
-        PaidGenerationOperator(task_id="p", episode_id="x", provider_conn_id="c", require_approval="yes")  # type: ignore[arg-type]
+        PaidGenerationOperator(task_id="p", episode_id="x", provider_conn_id="c", require_approval="yes")
 
 
 def test_a_long_request_is_summarised_with_its_size_and_digest() -> None:
