@@ -68,7 +68,7 @@ def test_templated_fields() -> None:
         "store",
         "timezone",
     }
-    assert set(PaidGenerationOperator.template_fields) == {"episode_id", "request", "store"}
+    assert set(PaidGenerationOperator.template_fields) == {"episode_id", "request", "store", "require_approval"}
 
 
 def test_week_source_is_checked_when_the_dag_is_parsed() -> None:
