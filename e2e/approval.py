@@ -26,12 +26,10 @@ import json
 import shutil
 import signal
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -41,6 +39,7 @@ from airflow_idempotent_jobs.episode import Episode
 from e2e.airflow_rest import AirflowRest, RestError
 from e2e.deployment import REPO, wait_for
 from e2e.hitl_deployment import APPROVER, VIEWER, HitlDeployment
+from e2e.results import Results
 
 DAG_FILE = REPO / "e2e" / "dags_approval" / "ij_approval.py"
 STORES = ("file", "pg")
@@ -52,21 +51,6 @@ WAIT = 180.0
 
 def say(text: str) -> None:
     print(f"[e2e-approval {time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-@dataclass
-class Results:
-    lines: list[tuple[str, bool, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def expect(self, name: str, held: bool, seen: object) -> None:
-        with self.lock:
-            self.lines.append((name, bool(held), str(seen)))
-        say(f"{'PASS' if held else 'FAIL'}  {name}  (seen: {seen})")
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.lines) and all(held for _, held, _ in self.lines)
 
 
 class Observer:
@@ -383,7 +367,7 @@ def main() -> int:
         dag_ids=DAG_IDS,
         provider_aliases=(UNAPPROVED_PROVIDER_CONN_ID,),
     )
-    out = Results()
+    out = Results(say, shown=100_000)
     started = time.monotonic()
     try:
         run(deployment, out)

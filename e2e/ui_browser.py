@@ -33,11 +33,10 @@ import re
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from urllib.parse import quote, urlsplit
@@ -46,6 +45,7 @@ from airflow_idempotent_jobs.episode import Episode, EpisodeStatus
 from airflow_idempotent_jobs.stores import open_store
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
+from e2e.results import Results
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
 from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded
 
@@ -65,21 +65,6 @@ DEAD_LINKS = (
 
 def say(text: str) -> None:
     print(f"[e2e-ui {time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-@dataclass
-class Results:
-    lines: list[tuple[str, bool, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def expect(self, name: str, held: bool, seen: object) -> None:
-        with self.lock:
-            self.lines.append((name, bool(held), str(seen)))
-        say(f"{'PASS' if held else 'FAIL'}  {name}  (seen: {str(seen)[:400]})")
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.lines) and all(held for _, held, _ in self.lines)
 
 
 @dataclass
@@ -466,7 +451,7 @@ def main() -> int:
         shutil.rmtree(args.workdir)
     shots = args.workdir / "screenshots"
     ui = UiDeployment(args.workdir, tag=f"ui{int(time.time()) % 100000}")
-    out = Results()
+    out = Results(say)
     started = time.monotonic()
     try:
         run(ui, out, shots)
