@@ -113,7 +113,7 @@ def mark_success(ti: Any, session: Any) -> None:
 @scenario
 def odd_answers(bag: Any) -> Result:
     """Answers Airflow accepted with names and comments the record's rules refuse as they are."""
-    cases = {
+    cases: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
         "control_characters": ("Approve", {"id": "u1", "name": "al\x07ice\u200cb"}, {"comment": MEGABYTE}),
         "long_name": ("Reject", {"id": "i" * 300, "name": "n" * 300}, {"comment": "no\tthanks\nbye"}),
         "nameless": ("Approve", {"id": "", "name": " "}, {}),
