@@ -103,13 +103,18 @@ class Responder(threading.Thread):
         from airflow.utils.session import create_session
 
         deadline = time.monotonic() + 60
+        parked_at: float | None = None
         while time.monotonic() < deadline:
             with create_session() as session:
                 ti = self._waiting(session)
                 if ti is not None:
-                    self.act(ti, session)
-                    self.acted = True
-                    return
+                    # Answering the instant the task parks can leave it waiting for good under
+                    # dag.test(); a person is never that fast: act a moment later.
+                    parked_at = parked_at or time.monotonic()
+                    if time.monotonic() - parked_at >= 1.0:
+                        self.act(ti, session)
+                        self.acted = True
+                        return
             time.sleep(0.3)
         raise TimeoutError("the task never waited for input")
 

@@ -32,12 +32,17 @@ def test_importing_the_operators_loads_no_store_hook_or_paid_layer() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     added = json.loads(done.stdout.strip().splitlines()[-1])
+    # The "Episode" extra link's base class and its module come along (no FastAPI, no plugin).
     assert added == [
+        "airflow.sdk.bases.operatorlink",
         "airflow_idempotent_jobs.operators",
         "airflow_idempotent_jobs.operators._common",
+        "airflow_idempotent_jobs.operators._metrics",
         "airflow_idempotent_jobs.operators.allocate",
         "airflow_idempotent_jobs.operators.check",
         "airflow_idempotent_jobs.operators.paid_generation",
+        "airflow_idempotent_jobs.ui",
+        "airflow_idempotent_jobs.ui.links",
     ]
 
 
