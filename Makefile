@@ -68,9 +68,11 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 
-# The "Idempotent Jobs" page in a real headless Chromium: each user logs in through Airflow's login
-# page, reads the week and episode views, and sees only the episodes of the DAGs they may read.
+# The "Idempotent Jobs" page's JSON API on a real api-server (auth, per-DAG access, 400/404/503),
+# then the page in a real headless Chromium: each user logs in through Airflow's login page, reads
+# the week and episode views, and sees only the episodes of the DAGs they may read.
 e2e-ui: install browser
+	$(BIN)/python -m pytest -q -p no:cacheprovider e2e/test_ui_api.py
 	$(BIN)/python -m e2e.ui_browser
 
 clean:

@@ -1,5 +1,7 @@
 """The Idempotent Jobs page's JSON API on a real api-server (e2e/ui_deployment.py), started once.
 
+Run by `make e2e-ui` (it needs a running api-server, so it is not part of `make test`).
+
 Three users under the simple auth manager in multi-team mode: ``admin``; ``alice``, a viewer of
 team_a (DAG ij_ui_alpha); ``bob``, a viewer of team_b (DAG ij_ui_beta). The store is a seeded
 PostgreSQL store; a second api-server points at a port where nothing listens.
