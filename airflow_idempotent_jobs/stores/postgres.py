@@ -43,9 +43,9 @@ from ..errors import (
     StoreCorrupted,
     StoreUnavailable,
 )
-from ..identity import EpisodeId, WeekId
-from . import POSTGRES_SCHEMES, pg_schema
-from .base import EpisodeStore
+from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+from . import POSTGRES_SCHEMES, pg_allocate, pg_schema
+from .base import EpisodeStore, WeekLike
 from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_engine
 from .pg_options import WHAT, check_namespace, check_seconds, parse_store_url
 from .pg_session import PostgresSession
@@ -123,9 +123,11 @@ class PostgresEpisodeStore(EpisodeStore):
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
+        self.lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
         self._schema_ready = False
+        #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`pg_allocate`).
+        self.explicit_transaction = False
         #: This namespace's identity once read or committed; the one a session of this thread commits under.
         self._identity: str | None = None
         self._local = threading.local()
@@ -139,6 +141,26 @@ class PostgresEpisodeStore(EpisodeStore):
     def location(self) -> str:
         return self._location
 
+    def allocate(self, week: WeekLike, allocation_key: str, fingerprint: str | None = None) -> Episode:
+        """The rule of `EpisodeStore.allocate`, run by the server in one round trip (``allocate_episode``)."""
+        week_id = WeekId.parse(week)
+        key = validate_allocation_key(allocation_key)
+        fp = validate_fingerprint(fingerprint)
+        self.ensure_schema()
+        new_identity = None if self._identity is not None else secrets.token_hex(16)
+        with self._translated(), self._reader.connect() as pooled:
+            conn = pooled.connection.driver_connection
+            assert isinstance(conn, psycopg.Connection) and conn.autocommit
+            try:
+                done = pg_allocate.call(self, conn, week_id, key, fp, new_identity)
+            except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    pooled.invalidate(exc)
+                raise self._translate(exc) from exc
+        if done.identity is not None:
+            self._identity = done.identity
+        return done.episode
+
     @contextmanager
     def _session(self) -> Iterator[PostgresSession]:
         self.ensure_schema()
@@ -148,7 +170,7 @@ class PostgresEpisodeStore(EpisodeStore):
         begin = (
             "BEGIN ISOLATION LEVEL READ COMMITTED; "
             f"SELECT set_config('lock_timeout', '{self.timeouts.lock_ms:d}', true), "
-            f"pg_advisory_xact_lock({self._lock_key:d})"
+            f"pg_advisory_xact_lock({self.lock_key:d})"
         )
         with self._translated(), self._reader.connect() as pooled:
             conn = pooled.connection.driver_connection
