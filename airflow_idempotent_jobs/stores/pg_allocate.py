@@ -24,7 +24,7 @@ from .. import safe_json
 from ..allocation import another_fingerprint, another_week, new_episode, several_holders
 from ..episode import Episode
 from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
-from ..identity import WeekId
+from ..identity import EpisodeId, WeekId
 from . import pg_schema
 from .pg_session import IDENTITY_RE, row_values
 
@@ -83,7 +83,8 @@ def call(
     Errors that are not the rule's (lock or statement timeout, a lost connection) are raised as
     they came, for the store's one translation boundary.
     """
-    template = row_values(store.namespace, new_episode(week, 0, key, fingerprint))
+    fresh = new_episode(week, 0, key, fingerprint)  # the record, but for its sequence: the server picks it
+    submission, metadata, schema_version = _fresh_columns()
     params = {
         "namespace": store.namespace,
         "lock_key": store.lock_key,
@@ -91,10 +92,10 @@ def call(
         "week_id": str(week),
         "key": key,
         "fingerprint": fingerprint,
-        "now": template["created_at"],
-        "submission": template["submission"],
-        "metadata": template["metadata"],
-        "schema_version": template["schema_version"],
+        "now": fresh.created_at,
+        "submission": submission,
+        "metadata": metadata,
+        "schema_version": schema_version,
         "new_identity": new_identity,
     }
     try:
@@ -110,13 +111,23 @@ def call(
         except psycopg.Error as again:
             _refuse(store, week, key, fingerprint, again)
     assert row is not None
-    episode = store.episode_from_row(row)
     identity = row["identity"]
     if identity is not None and not (isinstance(identity, str) and IDENTITY_RE.fullmatch(identity)):
         raise StoreCorrupted(store.where(table="store_identity"), "identity is not 32 hex digits")
-    if row["outcome"] == "reused":
-        episode = dataclasses.replace(episode, reused=True)
+    if row["outcome"] == "reused":  # a row written by anyone: read as every read is
+        return Allocated(dataclasses.replace(store.episode_from_row(row), reused=True), identity)
+    # The row the server just inserted from our own values: only its sequence is news.
+    episode = dataclasses.replace(fresh, episode_id=str(EpisodeId(week, row["sequence"])), sequence=row["sequence"])
+    if row["episode_id"] != episode.episode_id:
+        raise StoreCorrupted(store.where(str(row["episode_id"])), "allocate_episode answered another episode")
     return Allocated(episode, identity)
+
+
+@functools.lru_cache(maxsize=1)
+def _fresh_columns() -> tuple[Any, Any, int]:
+    """The submission, metadata and schema_version of every new episode's row, as `row_values` writes them."""
+    values = row_values("", new_episode(WeekId(2026, 1), 0, "k", None))
+    return values["submission"], values["metadata"], values["schema_version"]
 
 
 def _send(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], *, explicit: bool) -> dict[str, Any] | None:

@@ -1,0 +1,331 @@
+"""The allocation rule has two statements, Python's (`allocation.decide` + the next-sequence rule) and
+the server's (``allocate_episode``, migration 0004): one table of cases runs through both and they agree.
+
+Each case seeds the same rows in two namespaces of one database. The Python side is the store
+port's own `EpisodeStore.allocate` (decide, the week's high-water mark, new_episode, insert, in
+the locked transaction of `PostgresSession`); the server side is `PostgresEpisodeStore.allocate`
+(one call). Both must give the same episode (id, reuse, record) or the same error (type, message,
+ids), and that answer must be the one the case expects.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from airflow_idempotent_jobs import AllocationConflict, StoreCorrupted
+from airflow_idempotent_jobs.allocation import new_episode
+from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.stores import pg_allocate
+from airflow_idempotent_jobs.stores.base import EpisodeStore
+from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.verify import check_store
+
+pytestmark = pytest.mark.postgres
+
+PYTHON, SERVER = "py-side", "sql-side"
+LAST = 999_999_999
+
+
+@dataclass(frozen=True)
+class Case:
+    """Rows already there, the call, and the answer both sides must give."""
+
+    #: (week, sequence, key, fingerprint) of each seeded episode, in both namespaces.
+    rows: tuple[tuple[str, int, str, str | None], ...]
+    call: tuple[str, str, str | None]
+    #: An episode id, "reused <id>", or "<ErrorType>: <part of its message>".
+    expect: str
+    #: Weeks' high-water marks set after the rows (the mark ahead of, or behind, the rows).
+    marks: dict[str, int] = field(default_factory=dict)
+    #: Rows of another namespace: never holders, never counted.
+    elsewhere: tuple[tuple[str, int, str, str | None], ...] = ()
+    #: Drop the key's unique constraint first, so that several rows can hold one key.
+    duplicates: bool = False
+
+
+CASES = {
+    "empty week": Case((), ("2026-W32", "k", None), "2026-W32-0"),
+    "new week after history": Case(
+        (("2026-W31", 0, "a", None), ("2026-W31", 1, "b", None)), ("2026-W32", "k", None), "2026-W32-0"
+    ),
+    "next in a used week": Case((("2026-W32", 0, "a", None),), ("2026-W32", "k", "fp"), "2026-W32-1"),
+    "held, same week, same fingerprint": Case(
+        (("2026-W32", 0, "a", None), ("2026-W32", 1, "k", "fp")), ("2026-W32", "k", "fp"), "reused 2026-W32-1"
+    ),
+    "held, same week, no fingerprint": Case(
+        (("2026-W32", 0, "k", None),), ("2026-W32", "k", None), "reused 2026-W32-0"
+    ),
+    "held without fingerprint, asked with one": Case(
+        (("2026-W32", 0, "k", None),), ("2026-W32", "k", "fp"), "AllocationConflict: fingerprint 'fp' differs"
+    ),
+    "held with fingerprint, asked without": Case(
+        (("2026-W32", 0, "k", "fp"),), ("2026-W32", "k", None), "AllocationConflict: fingerprint None differs"
+    ),
+    "held in another week": Case(
+        (("2026-W31", 0, "k", None),), ("2026-W32", "k", None), "AllocationConflict: already allocated in 2026-W31"
+    ),
+    "held in another week with another fingerprint": Case(
+        (("2026-W31", 0, "k", "a"),), ("2026-W32", "k", "b"), "AllocationConflict: already allocated in 2026-W31"
+    ),
+    "held with another fingerprint": Case(
+        (("2026-W32", 0, "k", "a"),), ("2026-W32", "k", "b"), "AllocationConflict: fingerprint 'b' differs"
+    ),
+    "held by several episodes": Case(
+        (("2026-W32", 0, "k", None), ("2026-W32", 1, "k", None)),
+        ("2026-W32", "k", None),
+        "AllocationConflict: held by several episodes",
+        duplicates=True,
+    ),
+    "held by several episodes in several weeks": Case(
+        (("2026-W32", 0, "k", None), ("2026-W31", 0, "k", None), ("2026-W32", 10, "k", None)),
+        ("2026-W32", "k", None),
+        "AllocationConflict: held by several episodes",
+        duplicates=True,
+    ),
+    "another namespace's holder is not one": Case(
+        (("2026-W32", 0, "a", None),),
+        ("2026-W32", "k", None),
+        "2026-W32-1",
+        elsewhere=(("2026-W31", 0, "k", None), ("2026-W32", 5, "x", None)),
+    ),
+    "mark behind max(sequence)": Case(
+        tuple(("2026-W32", s, f"r{s}", None) for s in range(4)), ("2026-W32", "k", None), "2026-W32-4", {"2026-W32": 1}
+    ),
+    "mark ahead of max(sequence)": Case(
+        (("2026-W32", 0, "a", None),), ("2026-W32", "k", None), "2026-W32-8", {"2026-W32": 7}
+    ),
+    "mark with no rows left": Case((), ("2026-W32", "k", None), "2026-W32-4", {"2026-W32": 3}),
+    "mark one below the last id": Case((), ("2026-W32", "k", None), f"2026-W32-{LAST}", {"2026-W32": LAST - 1}),
+    "mark at 999 999 999": Case(
+        (("2026-W32", 0, "a", None),), ("2026-W32", "k", None), "StoreCorrupted: out of range", {"2026-W32": LAST}
+    ),
+    "mark at 999 999 999, key held": Case(
+        (("2026-W32", 0, "k", None),), ("2026-W32", "k", None), "reused 2026-W32-0", {"2026-W32": LAST}
+    ),
+}
+
+
+def _seed(conn: psycopg.Connection[Any], namespace: str, rows: tuple[tuple[str, int, str, str | None], ...]) -> None:
+    insert = statements("idempotent_jobs").insert
+    for week, sequence, key, fingerprint in rows:
+        conn.execute(insert, row_values(namespace, new_episode(WeekId.parse(week), sequence, key, fingerprint)))
+
+
+def _prepare(url: str, case: Case) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        if case.duplicates:
+            conn.execute("ALTER TABLE idempotent_jobs.episodes DROP CONSTRAINT episodes_allocation_key_key")
+        for namespace in (PYTHON, SERVER):
+            # As a store records it with its first write (a namespace never written has none yet).
+            conn.execute(
+                "INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES (%s, md5(%s))",
+                (namespace, namespace),
+            )
+            _seed(conn, namespace, case.rows)
+            for week, mark in case.marks.items():
+                conn.execute(
+                    "INSERT INTO idempotent_jobs.weeks VALUES (%s, %s, %s)"
+                    " ON CONFLICT (namespace, week_id) DO UPDATE SET highest_sequence = excluded.highest_sequence",
+                    (namespace, week, mark),
+                )
+        _seed(conn, "elsewhere", case.elsewhere)
+
+
+def _outcome(store: EpisodeStore, allocate: Any, call: tuple[str, str, str | None]) -> tuple[Any, ...]:
+    """What one side answered, with its namespace and clock taken out."""
+    try:
+        episode = allocate(*call)
+    except (AllocationConflict, StoreCorrupted) as exc:
+        ids = exc.episode_ids if isinstance(exc, AllocationConflict) else exc.where
+        return (
+            type(exc).__name__,
+            str(exc).replace(store.namespace, "<ns>"),
+            str(ids).replace(store.namespace, "<ns>"),
+        )
+    record = episode.to_record()
+    assert record["created_at"] == record["updated_at"]
+    record["created_at"] = record["updated_at"] = "<now>"
+    stored = store.get(episode.episode_id).to_record()
+    stored["created_at"] = stored["updated_at"] = "<now>"
+    return ("reused " if episode.reused else "") + episode.episode_id, record, stored
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_python_rule_and_server_rule_agree(pg_database: str, name: str) -> None:
+    case = CASES[name]
+    _prepare(pg_database, case)
+    with (
+        PostgresEpisodeStore(pg_database, namespace=PYTHON) as python,
+        PostgresEpisodeStore(pg_database, namespace=SERVER) as server,
+    ):
+        by_python = _outcome(python, lambda *a: EpisodeStore.allocate(python, *a), case.call)
+        by_server = _outcome(server, server.allocate, case.call)
+        assert by_server == by_python
+        # And the answer is the right one, not merely the same one.
+        if ":" in case.expect:
+            kind, part = case.expect.split(": ", 1)
+            assert (by_server[0], part in by_server[1]) == (kind, True), by_server
+        else:
+            assert by_server[0] == case.expect
+        # Asked again, both hand back what they gave (a retry), or refuse the same way again.
+        again = _outcome(server, server.allocate, case.call)
+        assert again == _outcome(python, lambda *a: EpisodeStore.allocate(python, *a), case.call)
+        if not case.expect.startswith(("Allocation", "Store")):
+            assert again[0] == "reused " + case.expect.removeprefix("reused ")
+        if not case.duplicates and max(case.marks.values(), default=0) < LAST - 1:  # else check rightly objects
+            assert check_store(server) == [] and check_store(python) == []
+
+
+def test_every_sqlstate_the_function_raises_has_an_answer() -> None:
+    migration = resources.files("airflow_idempotent_jobs.stores").joinpath("sql", "0004_allocate_function.sql")
+    raised = set(re.findall(r"ERRCODE = '(IJ[0-9]{3})'", migration.read_text(encoding="utf-8")))
+    assert raised == pg_allocate.ANSWERS | {pg_allocate.NOT_READ_COMMITTED}
+    assert len(pg_allocate.ANSWERS) == 4
+
+
+def test_a_key_committed_outside_the_lock_meanwhile_is_a_conflict(pg_database: str) -> None:
+    """A writer that bypasses the lock inserts the key while the call runs: the unique index refuses."""
+    store = PostgresEpisodeStore(pg_database)
+    store.allocate("2026-W31", "before")
+    bypass = psycopg.connect(pg_database)
+    try:
+        _seed(bypass, "default", (("2026-W30", 0, "k", None),))  # not committed yet: the call does not see it
+        outcome: list[BaseException | str] = []
+
+        def allocate() -> None:
+            try:
+                outcome.append(store.allocate("2026-W32", "k").episode_id)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        caller = threading.Thread(target=allocate)
+        caller.start()
+        _wait_for_a_lock_wait(pg_database)
+        bypass.commit()
+        caller.join(timeout=60)
+    finally:
+        bypass.close()
+    (exc,) = outcome
+    assert isinstance(exc, AllocationConflict), exc
+    assert str(exc) == "allocation key 'k': committed concurrently outside the lock"
+    assert [e.episode_id for e in store.list()] == ["2026-W30-0", "2026-W31-0"]
+    store.close()
+
+
+def test_a_sequence_committed_outside_the_lock_meanwhile_is_store_corrupted_naming_it(pg_database: str) -> None:
+    store = PostgresEpisodeStore(pg_database)
+    store.allocate("2026-W32", "before")
+    bypass = psycopg.connect(pg_database)
+    try:
+        _seed(bypass, "default", (("2026-W32", 1, "other", None),))
+        outcome: list[BaseException | str] = []
+        caller = threading.Thread(target=lambda: _catch(outcome, lambda: store.allocate("2026-W32", "k")))
+        caller.start()
+        _wait_for_a_lock_wait(pg_database)
+        bypass.commit()
+        caller.join(timeout=60)
+    finally:
+        bypass.close()
+    (exc,) = outcome
+    assert isinstance(exc, StoreCorrupted), exc
+    assert exc.where.endswith("idempotent_jobs.episodes[default/2026-W32-1]"), exc.where
+    assert exc.reason.startswith("insert refused by episodes_"), exc.reason
+    store.close()
+
+
+def _wait_for_a_lock_wait(url: str) -> None:
+    """Until the call waits on the bypassing transaction's index entry (it holds the advisory lock then)."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    with psycopg.connect(url, autocommit=True) as admin:
+        for _ in range(3000):
+            waiting = admin.execute(query).fetchone()
+            if waiting and waiting[0]:
+                return
+            threading.Event().wait(0.02)
+    raise AssertionError("the call never waited for the bypassing writer")
+
+
+def _catch(into: list[BaseException | str], call: Any) -> None:
+    try:
+        into.append(call().episode_id)
+    except BaseException as exc:
+        into.append(exc)
+
+
+def test_the_function_refuses_to_run_outside_read_committed(pg_database: str) -> None:
+    """Its reads after the lock must see commits made during the wait: a REPEATABLE READ snapshot would not."""
+    store = PostgresEpisodeStore(pg_database)
+    store.ensure_schema()
+    sql = pg_allocate.call_sql("idempotent_jobs")
+    params = {
+        "namespace": "default",
+        "lock_key": store.lock_key,
+        "lock_ms": "1000",
+        "week_id": "2026-W32",
+        "key": "k",
+        "fingerprint": None,
+        "now": "x",
+        "submission": psycopg.types.json.Jsonb({"state": "none"}),
+        "metadata": psycopg.types.json.Jsonb({}),
+        "schema_version": 1,
+        "new_identity": None,
+    }
+    with psycopg.connect(pg_database) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute(sql, params)
+        assert caught.value.sqlstate == pg_allocate.NOT_READ_COMMITTED
+    assert store.list() == []
+    store.close()
+
+
+@pytest.mark.parametrize("where", ["server", "engine"])
+@pytest.mark.parametrize("isolation", ["repeatable read", "serializable"])
+def test_a_stricter_default_isolation_still_allocates_under_read_committed(
+    pg_database: str, where: str, isolation: str
+) -> None:
+    """The server's default, or the caller's engine's: the store then sends its own READ COMMITTED transaction."""
+    dbname = pg_database.rsplit("/", 1)[1]
+    url = pg_database.replace("postgresql://", "postgresql+psycopg://", 1)
+    if where == "server":
+        with psycopg.connect(pg_database, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE \"{dbname}\" SET default_transaction_isolation = '{isolation}'")
+        engine = sa.create_engine(url)
+    else:
+        option = isolation.replace(" ", r"\ ")
+        engine = sa.create_engine(url, connect_args={"options": f"-c default_transaction_isolation={option}"})
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW default_transaction_isolation").scalar_one() == isolation
+        stores = [PostgresEpisodeStore(engine) for _ in range(4)]
+        got: list[list[str]] = [[] for _ in stores]
+
+        def allocate_many(n: int) -> None:
+            for i in range(25):
+                got[n].append(stores[n].allocate("2026-W32", f"s{n}-{i}").episode_id)
+
+        threads = [threading.Thread(target=allocate_many, args=(n,)) for n in range(len(stores))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        # Each waited for the lock and still saw every commit made meanwhile: no gap, no duplicate.
+        everything = sorted(int(e.rsplit("-", 1)[1]) for ids in got for e in ids)
+        assert everything == list(range(100))
+        assert all(store.explicit_transaction for store in stores)
+        again = stores[0].allocate("2026-W32", "s1-3")
+        assert (again.reused, again.episode_id) == (True, got[1][3])
+        assert check_store(stores[0]) == []
+        for store in stores:
+            store.close()
+    finally:
+        engine.dispose()
