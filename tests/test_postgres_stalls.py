@@ -1,8 +1,8 @@
 """A PostgreSQL server that stops answering never hangs the store: `StoreUnavailable` within its bound.
 
-Real stops: our own backend SIGSTOPped mid-allocation, mid-ledger-update and mid-read (a stopped
-backend cannot run its statement_timeout nor answer a cancel request: only the client's own
-bound ends the wait); a lock holder that never commits (another session, or a client of ours
+Real stops: our own backend SIGSTOPped before its allocation call arrives, inside the call with the
+namespace's lock held, mid-ledger-update and mid-read (a stopped backend cannot run its
+statement_timeout nor answer a cancel request: only the client's own bound ends the wait); a lock holder that never commits (another session, or a client of ours
 frozen inside its transaction); the postmaster stopped (new connections are accepted by the
 kernel and never answered). Each call ends with `StoreUnavailable` within the configured bound,
 and after SIGCONT a later call works and leaves no duplicate.
@@ -23,9 +23,8 @@ import pytest
 
 from airflow_idempotent_jobs import StoreUnavailable, SubmissionState
 from airflow_idempotent_jobs.episode import Episode
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores import pg_allocate, pg_schema
 from airflow_idempotent_jobs.stores.pg_connection import ANSWER_GRACE
-from airflow_idempotent_jobs.stores.pg_session import PostgresSession
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import run_cli
@@ -92,40 +91,75 @@ def _no_duplicates(url: str) -> list[str]:
     return [e.episode_id for e in episodes]
 
 
-@pytest.mark.parametrize("point", ["holders", "highest_sequence", "commit"])
-def test_our_backend_stopped_mid_allocation(
-    pg_database: str, admin: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, point: str
+def test_our_backend_stopped_before_the_call_reaches_it(
+    pg_database: str, admin: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stopped with the namespace's lock held, before a read or before COMMIT is processed."""
+    """Stopped right before the allocation's one call is sent: it cannot answer, only the client's bound ends it."""
     store = _open(pg_database)
     store.allocate("2026-W32", "before")
     stops: list[int] = []
-    original = getattr(PostgresSession, point)
+    original = pg_allocate._send
 
-    def stop_then(self: PostgresSession, *args: Any) -> Any:
-        pid = self._conn.info.backend_pid
+    def stop_then(conn: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        pid = conn.info.backend_pid
         stops.append(pid)
         with stopped(pid):
             started = time.monotonic()
             try:
-                return original(self, *args)
+                return original(conn, *args, **kwargs)
             finally:
                 stops.append(round((time.monotonic() - started) * 1000))
 
-    monkeypatch.setattr(PostgresSession, point, stop_then)
+    monkeypatch.setattr(pg_allocate, "_send", stop_then)
     elapsed, exc = _timed(lambda: store.allocate("2026-W32", "run-1"))
     monkeypatch.undo()
     _assert_unavailable(elapsed, exc, BOUND, "did not answer")
     pid, stalled_ms = stops
     assert BOUND - 0.2 <= stalled_ms / 1000 <= BOUND + SLACK, stalled_ms
     wait_gone(admin, pid)
-    # After SIGCONT the backend read what was in its socket (a pipelined COMMIT, perhaps) and the
-    # end of the stream: the retry finds the episode or allocates it, never both.
+    # After SIGCONT the backend read the call that was in its socket, perhaps ran it, and met the end
+    # of the stream: the retry finds the episode or allocates it, never both.
     retry = store.allocate("2026-W32", "run-1")
     assert retry.episode_id == "2026-W32-1"
     assert store.allocate("2026-W32", "after").episode_id == "2026-W32-2"
     store.close()
     assert _no_duplicates(pg_database) == ["2026-W32-0", "2026-W32-1", "2026-W32-2"]
+
+
+def test_our_backend_stopped_inside_the_call_with_the_lock_held(
+    pg_database: str, admin: psycopg.Connection[Any]
+) -> None:
+    """Stopped inside allocate_episode, holding the namespace's lock: the others are bounded by lock_timeout."""
+    lock = 3.0  # the stopped call's own wait: long enough for the test to find it and stop it first
+    store = _open(pg_database, lock_timeout=lock)
+    store.allocate("2026-W32", "before")
+    outcome: list[tuple[float, BaseException | None]] = []
+    with psycopg.connect(pg_database) as holder:
+        # A row lock on the week's mark: the call takes the advisory lock, then waits here for the mark.
+        holder.execute("SELECT 1 FROM idempotent_jobs.weeks WHERE week_id = '2026-W32' FOR UPDATE")
+        caller = threading.Thread(target=lambda: outcome.append(_timed(lambda: store.allocate("2026-W32", "run-1"))))
+        caller.start()
+        waiting = "wait_event_type = 'Lock' AND wait_event <> 'advisory'"
+        (pid,) = wait_for(lambda: backends(admin, _dbname(pg_database), waiting), what="the call inside the function")
+        held = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND granted", (pid,)
+        ).fetchone()
+        assert held == (1,), "the stopped call holds the namespace's lock"
+        with stopped(pid):
+            other = _open(pg_database)
+            elapsed, exc = _timed(lambda: other.allocate("2026-W33", "run-2"))
+            _assert_unavailable(elapsed, exc, LOCK, "could not lock")
+            other.close()
+            holder.rollback()
+            caller.join(timeout=60)
+    elapsed, exc = outcome[0]
+    _assert_unavailable(elapsed, exc, lock + STATEMENT + ANSWER_GRACE, "did not answer")
+    wait_gone(admin, pid)
+    retry = store.allocate("2026-W32", "run-1")
+    assert retry.episode_id == "2026-W32-1"
+    assert store.allocate("2026-W33", "run-2").episode_id == "2026-W33-0"
+    store.close()
+    assert _no_duplicates(pg_database) == ["2026-W32-0", "2026-W32-1", "2026-W33-0"]
 
 
 def test_our_backend_stopped_mid_ledger_update(pg_database: str, admin: psycopg.Connection[Any]) -> None:
