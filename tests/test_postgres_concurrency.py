@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs import StoreUnavailable, open_store
-from airflow_idempotent_jobs.stores.postgres import PostgresSession
 from tests.pg import spawn_together
 
 pytestmark = pytest.mark.postgres
@@ -58,17 +57,9 @@ def test_16_processes_x_50_allocations_are_contiguous_per_week(pg_database: str)
         assert (again.episode_id, again.reused) == (returned["w0-0"], True)
 
 
-def _victim(url: str, key: str, paused: Any, resume: Any, results: Any) -> None:
-    """Allocate, but stop inside the transaction with the INSERT sent and COMMIT not (the test's seam)."""
-    original = PostgresSession.commit
-
-    def insert_then_pause(self: PostgresSession) -> None:
-        self.write()
-        paused.set()
-        resume.wait(timeout=60)
-        original(self)
-
-    PostgresSession.commit = insert_then_pause  # type: ignore[method-assign]
+def _victim(url: str, key: str, paused: Any, results: Any) -> None:
+    """Allocate; the test's gate holds the call inside the server with its rows written and not committed."""
+    paused.set()
     try:
         with open_store(url) as store:
             episode = store.allocate("2026-W32", key)
@@ -77,6 +68,23 @@ def _victim(url: str, key: str, paused: Any, resume: Any, results: Any) -> None:
         results.put(f"StoreUnavailable: {exc}")
     except BaseException as exc:
         results.put(f"{type(exc).__name__}: {exc}")
+
+
+#: A test-only trigger: an episode row for key 'run-1' waits, once inserted, for the gate row's lock.
+GATE = """
+CREATE TABLE public.gate (id integer PRIMARY KEY);
+INSERT INTO public.gate VALUES (1);
+CREATE FUNCTION public.wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.allocation_key = 'run-1' THEN
+        PERFORM 1 FROM public.gate FOR UPDATE;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER wait_at_gate AFTER INSERT ON idempotent_jobs.episodes
+    FOR EACH ROW EXECUTE FUNCTION public.wait_at_gate();
+"""
 
 
 def _wait_for_waiting_lock(conn: psycopg.Connection[Any]) -> None:
@@ -95,13 +103,25 @@ def _count(conn: psycopg.Connection[Any], table: str) -> int:
 
 
 def test_connection_killed_mid_allocation_leaves_nothing_and_the_retry_gets_one_episode(pg_database: str) -> None:
-    paused, resume, results = SPAWN.Event(), SPAWN.Event(), SPAWN.Queue()
-    proc = SPAWN.Process(target=_victim, args=(pg_database, "run-1", paused, resume, results))
+    with psycopg.connect(pg_database, autocommit=True) as admin:
+        admin.execute(GATE)
+    gate = psycopg.connect(pg_database)
+    gate.execute("SELECT 1 FROM public.gate FOR UPDATE")
+    paused, results = SPAWN.Event(), SPAWN.Queue()
+    proc = SPAWN.Process(target=_victim, args=(pg_database, "run-1", paused, results))
     proc.start()
     waiter_result: queue.Queue[object] = queue.Queue()
     try:
-        assert paused.wait(timeout=60), "the victim never reached its INSERT"
+        assert paused.wait(timeout=60), "the victim never started"
         with psycopg.connect(pg_database, autocommit=True) as admin:
+            for _ in range(600):  # until the victim's call waits at the gate, its rows written
+                at_gate = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event <> 'advisory'"
+                    " AND datname = current_database()"
+                ).fetchone()
+                if at_gate and at_gate[0]:
+                    break
+                threading.Event().wait(0.05)
             # The victim holds the namespace's advisory lock, with its rows written but not committed.
             holders = admin.execute(
                 "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
@@ -127,7 +147,6 @@ def test_connection_killed_mid_allocation_leaves_nothing_and_the_retry_gets_one_
             _wait_for_waiting_lock(admin)
             killed = admin.execute("SELECT pg_terminate_backend(%s)", (holders[0][0],)).fetchone()
             assert killed == (True,)
-            resume.set()
             outcome = results.get(timeout=60)
             waiter.join(timeout=60)
             assert outcome.startswith("StoreUnavailable: "), outcome
@@ -135,7 +154,7 @@ def test_connection_killed_mid_allocation_leaves_nothing_and_the_retry_gets_one_
             assert waiter_result.get(timeout=1) == "2026-W32-0"
             assert (_count(admin, "episodes"), _count(admin, "weeks")) == (1, 1)
     finally:
-        resume.set()
+        gate.close()
         proc.join(timeout=30)
         if proc.is_alive():
             proc.kill()
