@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -124,3 +125,39 @@ def test_importing_the_package_does_not_import_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_database: str) -> None:
+    """Migration 0004 adds only the function: every row stays, and the old rows meet the new rule."""
+    from airflow_idempotent_jobs import AllocationConflict
+    from airflow_idempotent_jobs.allocation import new_episode
+    from airflow_idempotent_jobs.identity import WeekId
+    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+
+    engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.begin() as conn:
+            pg_schema.migrate(conn, "idempotent_jobs", where="v3", lock_timeout_ms=5000, target=3)
+    finally:
+        engine.dispose()
+    with psycopg.connect(empty_database, autocommit=True) as conn:  # written as a version 3 writer wrote
+        conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('v3'))")
+        for week, sequence, key in (("2026-W31", 0, "old-a"), ("2026-W32", 0, "old-b"), ("2026-W32", 1, "old-c")):
+            values = row_values("default", new_episode(WeekId.parse(week), sequence, key, "fp"))
+            conn.execute(statements("idempotent_jobs").insert, values)
+        conn.execute("UPDATE idempotent_jobs.weeks SET highest_sequence = 4 WHERE week_id = '2026-W32'")
+    backend = PostgresBackend(empty_database)
+    before = backend.snapshot()
+    with PostgresEpisodeStore(empty_database) as store:
+        retry = store.allocate("2026-W32", "old-c", "fp")  # the first write migrates
+        assert (retry.episode_id, retry.reused) == ("2026-W32-1", True)
+        after = backend.snapshot()
+        assert [k for k in after if k not in before] == ["schema_version/4"]
+        assert {k: v for k, v in after.items() if k in before} == before  # every row of every table as it was
+        assert _versions(empty_database)[-1] == (4, "allocate_function")
+        with pytest.raises(AllocationConflict, match="already allocated in 2026-W31"):
+            store.allocate("2026-W32", "old-a", "fp")
+        with pytest.raises(AllocationConflict, match="differs from the stored 'fp'"):
+            store.allocate("2026-W32", "old-b", "other")
+        assert store.allocate("2026-W32", "new").episode_id == "2026-W32-5"  # past the mark of version 3
+        assert store.identity == hashlib.md5(b"v3").hexdigest()
