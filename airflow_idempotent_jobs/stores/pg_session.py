@@ -1,9 +1,12 @@
 """The PostgreSQL store's primitives inside its locked transaction, as named SQL on the psycopg connection.
 
-The hot path (allocation, ledger updates) runs these statements on the driver connection that the
-SQLAlchemy pool hands out: no per-statement compilation, and psycopg prepares them server-side after
-a few uses. This keeps an allocation within a small factor of a bare ``INSERT ... COMMIT``
-(``benchmarks/postgres.py``).
+Updates (ledger moves, approval decisions) run these statements on the driver connection that
+the SQLAlchemy pool hands out, after ``BEGIN`` and the namespace's advisory lock: no
+per-statement compilation, and psycopg prepares them server-side after a few uses. Allocation no
+longer comes here: it is one call of ``allocate_episode`` (`pg_allocate`). The allocation
+primitives (`PostgresSession.holders`, `highest_sequence`, `insert`) stay, because the store port
+(`EpisodeStore.allocate`, the rule as Python states it) is written against them, and the
+agreement test runs that statement of the rule against the server's.
 """
 
 from __future__ import annotations

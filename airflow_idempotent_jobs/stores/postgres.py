@@ -1,20 +1,28 @@
 """The multi-host store: episodes as rows in PostgreSQL, one advisory lock per namespace.
 
 For Celery or Kubernetes executors, whose workers allocate from several hosts at once (a file
-lock protects one host only). Allocation is one READ COMMITTED transaction::
+lock protects one host only). Allocation is one call, one round trip, its own transaction
+(`pg_allocate`; the function is migration 0004)::
 
-    BEGIN; SELECT set_config('lock_timeout', ..., true), pg_advisory_xact_lock(<namespace key>)
-    -- from here on no other client of this namespace is between its read and its write
-    SELECT ... WHERE allocation_key = %(key)s          (holders)
-    SELECT greatest(weeks.highest_sequence, max(episodes.sequence))
-    INSERT weeks (upsert of the high-water mark) + INSERT episodes   (one statement,
-    COMMIT                                            pipelined with the commit point)
+    SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
+      -- in the server: the key looked up without the lock (a retry that finds its own episode
+      -- stops here); set_config('lock_timeout'), pg_advisory_xact_lock(<namespace key>);
+      -- holders (fail closed), greatest(weeks.highest_sequence, max(episodes.sequence)) + 1,
+      -- the namespace's identity on its first write, the mark's upsert and the episode's INSERT;
+      -- committed before the answer is sent
 
 The advisory lock, not ``FOR UPDATE``, serializes it: a row lock cannot cover a week that has no
-rows yet. READ COMMITTED matters: each statement after the lock sees every commit made before
-the lock was granted (REPEATABLE READ would keep the snapshot taken before the wait). Unique
-constraints on ``(namespace, week_id, sequence)`` and ``(namespace, allocation_key)`` are the
-backstop. A connection lost before COMMIT leaves nothing: the transaction simply never happened.
+rows yet. It is the key ledger updates take in `_session` (and writers of schema version 3 took),
+so they all exclude each other; it is held only inside the server, never across the network.
+READ COMMITTED matters: each statement after the lock sees every commit made before the lock was
+granted (REPEATABLE READ would keep the snapshot taken before the wait); the function refuses to
+run otherwise, and the store then sends ``BEGIN ISOLATION LEVEL READ COMMITTED; ...; COMMIT`` in
+one message. Unique constraints on ``(namespace, week_id, sequence)`` and ``(namespace,
+allocation_key)`` are the backstop. A call whose answer is lost may have committed: the retry
+finds its episode (``reused``), so a retry never allocates twice.
+
+Updates (the ledger, approvals) keep a locked READ COMMITTED transaction of a few statements
+(`_session`, `PostgresSession`): they run the caller's Python rule between read and write.
 
 Every wait for the server is bounded (`pg_connection`): a server that stops answering, even a
 stopped backend that cannot run its own timeouts, is `StoreUnavailable` within lock_timeout +
