@@ -29,6 +29,7 @@ STEPS = (
     "pwrite",
     "ftruncate",
     "fsync",
+    "fdatasync",
     "close",
     "mkdir",
     "rename",

@@ -4,7 +4,9 @@ For every step K of one allocation (counted by the child wrapping the ``os`` cal
 fresh copy of a store is given to a child that dies by SIGKILL right before step K. Then
 ``idempotent-jobs check`` must accept the store, a retry of the same key in a fresh process must
 get the episode the commit promised (the next sequence, or the committed one back), and no key
-may ever be held twice nor a sequence skipped.
+may ever be held twice nor a sequence skipped. The commit point is the append of the episode's
+entry to the week's history: a kill after it and before the record is written leaves an episode
+known only from its entry, which readers see and the retry writes back.
 """
 
 from __future__ import annotations
@@ -73,9 +75,13 @@ def test_sigkill_at_every_step_leaves_a_store_that_check_accepts_and_a_retry_com
     base: Path, tmp_path: Path, week: str
 ) -> None:
     steps, expected_id = steps_of_one_allocation(base, tmp_path, week)
-    commit = next(
-        n for n, step in enumerate(steps, 1) if step.startswith("rename\t") and f"/.tmp-{expected_id}-" in step
+    # The commit point is the write that appends the episode's entry to the week's history (then
+    # fdatasynced): the first write after the history is last opened.
+    appended = max(
+        n for n, step in enumerate(steps, 1) if step == f"open\t{tmp_path}/probe/episodes/{week}/history.jsonl"
     )
+    commit = next(n for n, step in enumerate(steps, 1) if n > appended and step == "write\t")
+    assert steps[commit] == "fdatasync\t" or steps[commit] == "fsync\t"
     assert 5 < commit < len(steps)
     roots = {}
     for kill_at in range(1, len(steps) + 1):

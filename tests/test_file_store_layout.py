@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 from pathlib import Path
 
-from airflow_idempotent_jobs import FileEpisodeStore
+import pytest
+
+from airflow_idempotent_jobs import FileEpisodeStore, StoreCorrupted
 from airflow_idempotent_jobs.stores.file import key_digest
 from airflow_idempotent_jobs.verify import check_store
 
@@ -58,9 +61,9 @@ def test_the_history_is_appended_one_json_line_per_episode_in_place(tmp_path: Pa
     for n in range(1, 4):
         store.allocate("2026-W32", f"job-{n}")
     header, *entries = history_lines(store, "2026-W32")
-    assert header == {"schema_version": 1, "week_id": "2026-W32"}
-    assert [(e["episode_id"], e["sequence"], e["allocation_key"]) for e in entries] == [
-        (f"2026-W32-{n}", n, f"job-{n}") for n in range(4)
+    assert header == {"schema_version": 2, "week_id": "2026-W32"}
+    assert [(e["episode_id"], e["sequence"], e["allocation_key"], e["fingerprint"]) for e in entries] == [
+        (f"2026-W32-{n}", n, f"job-{n}", None) for n in range(4)
     ]
     assert [e["created_at"] for e in entries] == [store.get(f"2026-W32-{n}").created_at for n in range(4)]
     # Appended to, never rewritten, and no temp file left beside it.
@@ -129,16 +132,39 @@ def test_a_rebuild_never_lowers_the_highest_sequence_and_ignores_an_old_history_
     store = FileEpisodeStore(tmp_path / "store")
     for n in range(3):
         store.allocate("2026-W32", f"job-{n}")
+    store.update("2026-W32-2", lambda e: dataclasses.replace(e, metadata={"note": "rewritten"}))
     week_dir = store.root / "episodes" / "2026-W32"
     (week_dir / "history.json").write_bytes(b'{"schema_version": 1, "highest_sequence": 99}')
     shutil.rmtree(week_dir / "2026-W32-2")  # a lost directory must not give its sequence away again
     assert store.rebuild_index() == 2
-    header, *entries = history_lines(store, "2026-W32")
-    assert header == {"schema_version": 1, "week_id": "2026-W32", "highest_sequence": 2}
-    assert [e["sequence"] for e in entries] == [0, 1]
+    header, *lines = history_lines(store, "2026-W32")
+    assert header == {"schema_version": 2, "week_id": "2026-W32", "highest_sequence": 2}
+    # The lost episode's entry stays, marked: its record is gone for good, and its key fails closed.
+    assert [e.get("sequence") for e in lines] == [0, 1, 2, None]
+    assert lines[-1] == {"episode_id": "2026-W32-2", "updated": True}
+    with pytest.raises(StoreCorrupted, match="2026-W32-2"):
+        store.allocate("2026-W32", "job-2")
     assert store.allocate("2026-W32", "job-3").episode_id == "2026-W32-3"
     assert store.rebuild_index() == 3
     assert history_lines(store, "2026-W32")[0]["highest_sequence"] == 3
+
+
+def test_a_fresh_record_lost_after_its_commit_comes_back_from_its_entry(tmp_path: Path) -> None:
+    """Its directory is written after the commit without an fsync: a power loss may take it."""
+    store = FileEpisodeStore(tmp_path / "store")
+    for n in range(3):
+        store.allocate("2026-W32", f"job-{n}")
+    week_dir = store.root / "episodes" / "2026-W32"
+    before = (week_dir / "2026-W32-1" / "state.json").read_bytes()
+    shutil.rmtree(week_dir / "2026-W32-1")
+    fresh = FileEpisodeStore(store.root)
+    assert [e.episode_id for e in fresh.list("2026-W32")] == ["2026-W32-0", "2026-W32-1", "2026-W32-2"]
+    assert fresh.get("2026-W32-1").to_record() == json.loads(before)
+    assert check_store(fresh) == []
+    retried = fresh.allocate("2026-W32", "job-1")  # under the lock: written back
+    assert (retried.episode_id, retried.reused) == ("2026-W32-1", True)
+    assert (week_dir / "2026-W32-1" / "state.json").read_bytes() == before
+    assert fresh.allocate("2026-W32", "job-3").episode_id == "2026-W32-3"
 
 
 def test_an_index_built_with_another_bucket_width_is_rebuilt_on_open(tmp_path: Path) -> None:

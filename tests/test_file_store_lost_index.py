@@ -10,6 +10,7 @@ fail closed where the store can see them, and `check` reports them everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -117,9 +118,15 @@ def test_find_without_the_lock_still_finds_a_key_whose_bucket_was_lost(tmp_path:
 
 
 def test_a_record_the_key_log_vouches_for_that_went_missing_fails_closed(tmp_path: Path) -> None:
-    """The log line is written after the commit, so it proves the episode existed: never reallocate it."""
+    """The log line is written after the commit, so it proves the episode existed: never reallocate it.
+
+    A record rewritten since its allocation (here: a note added) cannot be rebuilt from its history
+    entry; the entry's mark says so. A fresh one comes back from its entry
+    (`test_file_store_layout.py`); with its history lost as well, only the key log still speaks.
+    """
     root = tmp_path / "store"
     store = three_episodes(root)
+    store.update("2026-W32-1", lambda e: dataclasses.replace(e, metadata={"note": "rewritten"}))
     shutil.rmtree(root / "episodes" / "2026-W32" / "2026-W32-1")
     for user in (store, FileEpisodeStore(root)):
         with pytest.raises(StoreCorrupted, match="2026-W32-1"):
@@ -128,6 +135,10 @@ def test_a_record_the_key_log_vouches_for_that_went_missing_fails_closed(tmp_pat
     assert (cli.code, cli.stdout) == (5, "")
     assert "2026-W32-1" in cli.error_line()
     assert ids(root) == ["2026-W32-0", "2026-W32-2"]
+    # Without its history either (both lost), the key log still fails the key closed.
+    (root / "episodes" / "2026-W32" / "history.jsonl").unlink()
+    with pytest.raises(StoreCorrupted, match="2026-W32-1"):
+        FileEpisodeStore(root).allocate("2026-W32", "k1")
 
 
 # -- two records carrying one key -------------------------------------------------------------

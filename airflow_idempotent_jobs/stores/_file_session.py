@@ -12,15 +12,24 @@ from ..episode import Episode
 from ..errors import AllocationConflict
 from ..identity import EpisodeId, WeekId
 from ._key_index import IndexDamaged, key_digest
-from ._week_history import HISTORY_FILE, HistoryTail, append_history, read_history_tail
-from .durable import TMP_PREFIX, SyncBatch, dump_json, fsync_dir, tmp_name, write_durable
+from ._week_history import (
+    HISTORY_FILE,
+    HISTORY_VERSION,
+    HistoryTail,
+    append_history,
+    entry_line,
+    is_fresh,
+    mark_line,
+    read_history_tail,
+)
+from .durable import TMP_PREFIX, SyncBatch, write_durable
 
 if TYPE_CHECKING:
     from .file import FileEpisodeStore
 
 __all__ = ["STATE_FILE", "FileSession"]
 
-#: The episode record inside each episode directory; its directory's rename is the commit.
+#: The episode record inside each episode directory (written after the commit: see `FileSession`).
 STATE_FILE = "state.json"
 
 
@@ -29,22 +38,22 @@ class FileSession:
 
     An allocation's write, in order (``insert``):
 
-    1. before the commit, written first and fsynced back to back (one journal commit covers them):
-       the key marker (a hard link of an empty template), and the record in a temp directory;
-    2. the commit: rename the temp directory to ``episodes/<week>/<id>``, then fsync the week;
-    3. after it, with no fsync of their own: a line in the key's bucket log, then a line in the
-       week's ``history.jsonl``.
+    1. before the commit: the key marker (a hard link of an empty template), its bucket fsynced,
+       so a retry after a power loss finds the episode through the index;
+    2. the commit: the episode's entry appended to the week's ``history.jsonl`` with one write,
+       then fdatasync (`_week_history`);
+    3. after it, with no fsync of their own: the record ``<week>/<id>/state.json`` (a temp
+       directory renamed into place, so readers see it whole or not at all), then a line in the
+       key's bucket log.
 
-    Two inodes are allocated per allocation (the temp directory and the record); a bare durable
-    write allocates one. The week history gets a new inode once per week.
-
-    The marker is durable before the commit, so a retry after a power loss finds a committed
-    episode through the index. A crash before the rename leaves only ignored leftovers (a marker
-    whose episode does not exist, temp names) and consumes no sequence. The log line and the
-    history are derived: a crash or a power loss may lose their last lines (or leave a partial
-    one). The week directory's link count tells, for one ``lstat``, whether it holds exactly the
-    episodes its history lists; when it does not, the directory is listed, and the next allocation
-    of the week indexes and appends what the history missed.
+    Two synchronous writes per allocation, and no new inode on the durable path (a bare durable
+    write makes one). A crash before the entry leaves only ignored leftovers (a marker whose
+    episode has no entry) and consumes no sequence. A crash or a power loss after it may lose the
+    record or the log line: the entry holds the whole fresh record, so readers rebuild it from the
+    entry (`FileEpisodeStore._load`) and the next locked call that meets it writes it back. The
+    week directory's link count tells, for one ``lstat``, whether it holds exactly the episodes
+    its history lists; when it does not, the directory is listed, and records the history missed
+    (written by an older version, or moved in by a migration) are appended to it.
     """
 
     def __init__(self, store: FileEpisodeStore) -> None:
@@ -81,11 +90,15 @@ class FileSession:
             if status is None:
                 state = (None, [])
             else:
-                tail = read_history_tail(f"{store._week(week)}/{HISTORY_FILE}", week)
+                path = f"{store._week(week)}/{HISTORY_FILE}"
+                tail = read_history_tail(path, week)
+                if tail is not None and tail.version is not None and tail.version < HISTORY_VERSION:
+                    store.upgrade_history(week)  # before anything is appended to it
+                    tail = read_history_tail(path, week)
                 listed = -1 if tail is None or tail.highest is None else tail.highest
                 # A directory's link count is 2 plus its subdirectories: the episodes 0..listed,
-                # when the history lists every one. Anything else (commits it missed, a copy, a
-                # leftover, a lost episode, a file system that does not count) is listed.
+                # when the history lists every one. Anything else (records it missed, a copy, a
+                # leftover, a lost record, a file system that does not count) is listed.
                 if status.st_nlink == listed + 3:
                     missed = []
                 else:
@@ -99,7 +112,6 @@ class FileSession:
         episode_id = episode.id
         week = episode_id.week
         week_dir = store._week(week)
-        staging = f"{week_dir}/{tmp_name(str(episode_id))}"
         # The history's missing lines, read before the commit (a corrupt record stops the write).
         tail, missed = self._week_state(week)
         behind = [e for e in map(store._load, missed) if e is not None]
@@ -124,32 +136,43 @@ class FileSession:
                         os.mkdir(directory)
                         created.append(directory)
                         batch.directory(os.path.dirname(directory))
-            # 1. Everything the commit needs, fsynced together.
+            # 1. The marker (and a new week's directories), durable before the commit; the record
+            # staged beside it, not synced, so that a week that takes no new entry (a full disk, a
+            # read-only directory) refuses the allocation before anything is committed.
             store.index.write_marker(digest, str(episode_id), batch, created)
-            os.mkdir(staging)
-            batch.create(f"{staging}/{STATE_FILE}", dump_json(episode.to_record()))
-            batch.directory(staging)
+            created.append(store.stage(episode))
             batch.flush()
-            # 2. Commit: the rename makes the episode exist; the week's fsync makes it last.
-            os.rename(staging, f"{week_dir}/{episode_id}")
         except BaseException:
-            # Not committed (the rename is atomic): nothing of this write may stay behind.
             batch.close()
-            _remove_leftovers([staging, *reversed(created)])
+            _remove_leftovers(list(reversed(created)))
             raise
-        fsync_dir(week_dir)
+        staging = created[-1]
+        # 2. Commit: the entry, after the lines of records the history missed (a record rewritten
+        # since its allocation gets its mark). If this raises, the marker and the staged record
+        # stay: ignored leftovers.
+        lines = [entry_line(e) + (b"" if is_fresh(e) else mark_line(e.episode_id)) for e in behind]
+        append_history(f"{week_dir}/{HISTORY_FILE}", week, tail, b"".join(lines) + entry_line(episode))
         self._weeks.pop(week, None)
         # 3. Derived, so no fsync of their own (see the class docstring).
+        try:
+            os.rename(staging, f"{week_dir}/{episode_id}")
+        except OSError:
+            _remove_leftovers([staging])  # the entry holds the record; the next locked call writes it
         if behind:
             store.index_committed(behind)
         try:
             store.index.append_log(digest, [str(episode_id)])
         except IndexDamaged:
             pass  # the log went missing since the lookup: the next lookup of its bucket rebuilds
-        append_history(f"{week_dir}/{HISTORY_FILE}", week, tail, [*behind, episode])
 
     def replace(self, before: Episode, after: Episode) -> None:
-        write_durable(self._store.state_path(after.id), after.to_record())
+        store = self._store
+        if is_fresh(before):
+            # The first rewrite: the fresh record durable, then the mark, then the new record, so
+            # that at no point a lost record could be brought back from its entry as unpaid.
+            store.materialize(before, durable=True)
+            store.mark_rewritten(before.id)
+        write_durable(store.state_path(after.id), after.to_record())
 
     def week_episodes(self, week: WeekId) -> list[Episode]:
         return list(self._store._scan(week))

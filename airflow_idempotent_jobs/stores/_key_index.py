@@ -47,8 +47,10 @@ __all__ = [
 #: Hex characters of the key digest that name a bucket: 256 buckets keep a lookup's listing and
 #: log short (80 names, 6 kB at 20 000 episodes) while a young store has every bucket made.
 BUCKET_CHARS: Final = 2
-#: The index layout ``meta.json`` records; an index of another layout is rebuilt on open.
-LAYOUT: Final = 2
+#: The store layout ``meta.json`` records; a store of another layout is rebuilt on open. 3: week
+#: histories are version 2 (entries commit allocations, `_week_history`); the rebuild that an older
+#: store gets on its first open by this code is its upgrade in place.
+LAYOUT: Final = 3
 MARKER_TEMPLATE: Final = "marker"
 #: Errors of ``link`` that mean "this file system will not hard-link here": create the marker instead.
 _NO_LINK_ERRNOS: Final = frozenset({errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})

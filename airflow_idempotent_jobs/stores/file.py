@@ -4,9 +4,11 @@ Layout under the root (every JSON file carries ``schema_version``)::
 
     store.json                          namespace of this store
     .lock                               the lock held across discovery and persistence
-    episodes/<week>/<episode_id>/state.json   the episode record: its rename is the commit point
-    episodes/<week>/history.jsonl       the week group's history, append-only JSON lines (derived;
-                                        may lag by a crash: see `_week_history`)
+    episodes/<week>/history.jsonl       the week's history, append-only JSON lines: an allocation's
+                                        entry, fdatasynced, is its commit point (`_week_history`)
+    episodes/<week>/<episode_id>/state.json   the episode record: written after the commit, durable
+                                        from its first rewrite on; a lost fresh one is rebuilt
+                                        from its entry
     episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
     index/...                           the key index: markers and key logs (derived; see `_key_index`)
 
@@ -41,17 +43,32 @@ from ..identity import EpisodeId, WeekId
 from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, key_digest, log_line
-from ._week_history import HISTORY_FILE, history_payload, read_history, read_history_tail
+from ._week_history import (
+    HISTORY_FILE,
+    append_history,
+    entry_of,
+    fresh_episode,
+    history_payload,
+    is_fresh,
+    mark_line,
+    read_history,
+    read_history_tail,
+    read_week_log,
+)
 from .base import EpisodeStore
 from .durable import (
     TMP_PREFIX,
     SyncBatch,
+    dump_json,
+    fsync_dir,
     read_file,
     read_json,
     read_versioned,
     require_dir,
     tmp_name,
+    write_all,
     write_durable,
+    write_file_synced,
 )
 
 if TYPE_CHECKING:
@@ -224,19 +241,39 @@ class FileEpisodeStore(EpisodeStore):
             episode = self._load(episode_id)
             vouched = text in lookup.logged
             if episode is None or episode.allocation_key != allocation_key:
-                if vouched:
+                if vouched or (episode is None and self._entry_carries(episode_id, allocation_key)):
                     self._vouched_but_gone(allocation_key, episode_id, episode)
                 continue  # a marker left by an allocation that crashed before its commit
             found[text] = episode
             if repair and (text not in lookup.marked or not vouched):
                 self.index.repair(lookup.digest, text, marker=text not in lookup.marked, log=not vouched)
+            if repair:
+                self._write_back(episode)
         for week in sorted({EpisodeId.parse(text).week for text in found}):
             for other in self._carrying(week, allocation_key):
                 if other.episode_id not in found:
                     found[other.episode_id] = other
                     if repair:
                         self.index.repair(lookup.digest, other.episode_id, marker=True, log=True)
+                        self._write_back(other)
         return list(found.values())
+
+    def _entry_carries(self, episode_id: EpisodeId, allocation_key: str) -> bool:
+        """True when the week's history has an entry giving ``episode_id`` this key (its commit)."""
+        try:
+            entry = read_week_log(self.history_path(episode_id.week), episode_id.week).entry(str(episode_id))
+        except FileNotFoundError:
+            return False
+        return entry is not None and entry["allocation_key"] == allocation_key
+
+    def _write_back(self, episode: Episode) -> None:
+        """Under the lock, best effort: give an episode known only from its entry its record again."""
+        if os.path.lexists(f"{self._week(episode.id.week)}/{episode.episode_id}/{STATE_FILE}"):
+            return
+        try:
+            self.materialize(episode, durable=False)
+        except OSError:
+            pass  # the entry still holds it
 
     def _carrying(self, week: WeekId, allocation_key: str) -> Iterator[Episode]:
         """The records of ``week`` that carry the key; only those that could are parsed.
@@ -252,7 +289,7 @@ class FileEpisodeStore(EpisodeStore):
                 require_dir(directory)
                 raw = read_file(path)
             except FileNotFoundError:
-                continue
+                continue  # a record lost after its rewrite: `_entry_carries` speaks for it
             if needle not in raw and b"\\" not in raw:
                 continue
             try:
@@ -264,6 +301,9 @@ class FileEpisodeStore(EpisodeStore):
                 episode = self._load(episode_id, dirs_checked=True)  # a malformed record raises here
                 if episode is not None and episode.allocation_key == allocation_key:
                     yield episode
+        for episode in self._entries_only(week):
+            if episode.allocation_key == allocation_key:
+                yield episode
 
     def _vouched_but_gone(self, allocation_key: str, episode_id: EpisodeId, episode: Episode | None) -> None:
         """Fail closed: the key log proves ``episode_id`` was committed for this key."""
@@ -324,6 +364,15 @@ class FileEpisodeStore(EpisodeStore):
     def _rebuild_index(self) -> int:
         index = self.index
         episodes = list(self._scan(None))  # first: a record that cannot be read stops it, unchanged
+        # Entries whose record is gone for good stay committed: the index keeps their keys held.
+        present = {e.episode_id for e in episodes}
+        held = [(e.allocation_key, e.episode_id) for e in episodes]
+        for week in self.weeks():
+            try:
+                old = read_week_log(self.history_path(week), week)
+            except FileNotFoundError:
+                continue
+            held += [(e["allocation_key"], e["episode_id"]) for e in old.entries if e["episode_id"] not in present]
         try:
             os.unlink(index.meta)  # a rebuild cut short leaves no meta.json, so the next open rebuilds
         except FileNotFoundError:
@@ -346,9 +395,9 @@ class FileEpisodeStore(EpisodeStore):
             # Every bucket and log up front: a one-time cost (512 entries, tens of ms) that lets a
             # missing one be told apart from one never needed.
             lines: dict[str, builtins.list[bytes]] = {}
-            for episode in episodes:
-                digest = key_digest(episode.allocation_key)
-                lines.setdefault(digest[:BUCKET_CHARS], []).append(log_line(digest, episode.episode_id))
+            for key, episode_id in held:
+                digest = key_digest(key)
+                lines.setdefault(digest[:BUCKET_CHARS], []).append(log_line(digest, episode_id))
             os.mkdir(index.keys)
             os.mkdir(index.logs)
             for n in range(16**BUCKET_CHARS):
@@ -361,8 +410,8 @@ class FileEpisodeStore(EpisodeStore):
             batch.directory(index.keys)
             batch.directory(index.logs)
             batch.directory(index.dir)
-            for episode in episodes:
-                index.write_marker(key_digest(episode.allocation_key), episode.episode_id, batch, [])
+            for key, episode_id in held:
+                index.write_marker(key_digest(key), episode_id, batch, [])
             by_week: dict[str, builtins.list[Episode]] = {}
             for episode in episodes:
                 by_week.setdefault(episode.week_id, []).append(episode)
@@ -370,10 +419,8 @@ class FileEpisodeStore(EpisodeStore):
             for week_text, members in by_week.items():
                 week = WeekId.parse(week_text)
                 # Never lower the week's highest sequence, even if an episode directory went missing.
-                previous = self.history_highest(week, whole=True)
-                highest = max([m.sequence for m in members] + ([previous] if previous is not None else []))
                 tmp = self.week_dir(week) / tmp_name(HISTORY_FILE)
-                batch.create(tmp, history_payload(week, highest, members))
+                batch.create(tmp, self._history_from(week, members))
                 renames.append((tmp, self.history_path(week)))
             batch.flush()
         finally:
@@ -399,7 +446,12 @@ class FileEpisodeStore(EpisodeStore):
         return max([e["sequence"] for e in entries] + ([highest] if highest is not None else []), default=None)
 
     def _load(self, episode_id: EpisodeId, *, dirs_checked: bool = False) -> Episode | None:
-        """The committed record, None if there is none; ``dirs_checked``: its week was verified."""
+        """The committed record, None if there is none; ``dirs_checked``: its week was verified.
+
+        A record that is missing while the week's history holds its entry (lost by a crash or a
+        power loss after the commit) is rebuilt from the entry, unless the history marks it
+        rewritten: then it is lost for good, and None lets the caller fail closed.
+        """
         week_dir = f"{self._episodes}/{episode_id.week}"
         directory = f"{week_dir}/{episode_id}"
         path = f"{directory}/{STATE_FILE}"
@@ -407,14 +459,140 @@ class FileEpisodeStore(EpisodeStore):
             if not dirs_checked:
                 require_dir(self._episodes)
                 require_dir(week_dir)
-            require_dir(directory)
-            data = read_json(path)
+            try:
+                require_dir(directory)
+                data = read_json(path)
+            except FileNotFoundError:
+                return self._from_entry(episode_id)
         except FileNotFoundError:
             return None
         episode = Episode.from_record(data, path)
         if episode.episode_id != str(episode_id):
             raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
         return episode
+
+    def _from_entry(self, episode_id: EpisodeId) -> Episode | None:
+        """The fresh record of an entry whose record is missing; None without one or once rewritten."""
+        try:
+            log = read_week_log(self.history_path(episode_id.week), episode_id.week)
+        except FileNotFoundError:
+            return None
+        entry = log.entry(str(episode_id))
+        if entry is None or str(episode_id) in log.updated:
+            return None
+        return fresh_episode(entry, episode_id.week)
+
+    def _entries_only(self, week: WeekId) -> Iterator[Episode]:
+        """Episodes of ``week`` known only from their history entry (their record not written back yet)."""
+        try:
+            log = read_week_log(self.history_path(week), week)
+        except FileNotFoundError:
+            return
+        for entry in log.entries:
+            text = entry["episode_id"]
+            if text in log.updated or os.path.lexists(f"{self._week(week)}/{text}/{STATE_FILE}"):
+                continue
+            episode = fresh_episode(entry, week)
+            if episode is not None:
+                yield episode
+
+    # -- writes under the lock ---------------------------------------------------------------------
+    def stage(self, episode: Episode, *, durable: bool = False) -> str:
+        """Write the record into a new temp directory of its week; returns the directory.
+
+        Not synced unless ``durable``: staged before an allocation's commit, renamed into place after it.
+        """
+        staging = f"{self._week(episode.id.week)}/{tmp_name(episode.episode_id)}"
+        payload = dump_json(episode.to_record())
+        os.mkdir(staging)
+        try:
+            if durable:
+                write_file_synced(f"{staging}/{STATE_FILE}", payload)
+                fsync_dir(staging)
+            else:
+                fd = os.open(f"{staging}/{STATE_FILE}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    write_all(fd, payload)
+                finally:
+                    os.close(fd)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return staging
+
+    def materialize(self, episode: Episode, *, durable: bool) -> None:
+        """Write a committed episode's record where readers look for it (a staged directory renamed in).
+
+        Without ``durable`` no fsync: its history entry holds the record. Before a first rewrite
+        (``durable``) the record and its directory's name must last.
+        """
+        week_dir = self._week(episode.id.week)
+        final = f"{week_dir}/{episode.episode_id}"
+        if os.path.lexists(final):  # a directory without its record (a migration's files moved in)
+            require_dir(final)
+            write_durable(Path(final) / STATE_FILE, episode.to_record())
+        else:
+            staging = self.stage(episode, durable=durable)
+            try:
+                os.rename(staging, final)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        if durable:
+            fsync_dir(week_dir)
+
+    def mark_rewritten(self, episode_id: EpisodeId) -> None:
+        """Append, durably, the mark that says the record is the truth from now on (`_week_history`)."""
+        week = episode_id.week
+        path = self.history_path(week)
+        tail = read_history_tail(path, week)
+        if tail is not None and tail.version is not None and tail.version < 2:
+            self.upgrade_history(week)
+            tail = read_history_tail(path, week)
+        append_history(path, week, tail, mark_line(str(episode_id)))
+
+    def upgrade_history(self, week: WeekId) -> None:
+        """Rewrite a version 1 history as version 2 (fingerprints, marks), durably, before appending to it."""
+        self._write_history(week, [e for e in self._scan(week)])
+
+    def _write_history(self, week: WeekId, members: builtins.list[Episode]) -> None:
+        """Replace the week's history with one made from its episodes, durably."""
+        path = self.history_path(week)
+        payload = self._history_from(week, members)
+        tmp = self.week_dir(week) / tmp_name(HISTORY_FILE)
+        try:
+            write_file_synced(tmp, payload)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fsync_dir(path.parent)
+
+    def _history_from(self, week: WeekId, members: builtins.list[Episode]) -> bytes:
+        """A history of ``members`` that never lowers the highest sequence nor forgets a commit.
+
+        Members known only from their entry get their record written durably first, since the new
+        history marks every record that is not fresh. An entry whose record is gone for good (lost
+        after its rewrite, or a version 1 entry that cannot rebuild it) is kept, marked, so that its
+        key still fails closed and `check` still reports it.
+        """
+        try:
+            old = read_week_log(self.history_path(week), week)
+        except FileNotFoundError:
+            old = None
+        present = {m.episode_id for m in members}
+        lost = [] if old is None else [e for e in old.entries if e["episode_id"] not in present]
+        known = [e["sequence"] for e in lost]
+        if old is not None and old.highest is not None:
+            known.append(old.highest)
+        highest = max([m.sequence for m in members] + known, default=None)
+        kept = frozenset() if old is None else old.updated
+        marked = {m.episode_id for m in members if not is_fresh(m) or m.episode_id in kept}
+        marked |= {e["episode_id"] for e in lost}
+        for member in members:
+            if not os.path.lexists(self.state_path(member.id)):
+                self.materialize(member, durable=True)
+        return history_payload(week, highest, [*map(entry_of, members), *lost], marked)
 
     def week_stat(self, week: WeekId) -> os.stat_result | None:
         """The week directory's own status (never through a link), None if the week has none."""
@@ -458,8 +636,17 @@ class FileEpisodeStore(EpisodeStore):
         return sorted(weeks)
 
     def _scan(self, week: WeekId | None) -> Iterator[Episode]:
+        """Every committed episode: the records, and those known only from their history entry."""
         for each_week in [week] if week is not None else self.weeks():
             for episode_id in self.committed_ids(each_week):
-                episode = self._load(episode_id, dirs_checked=True)
-                if episode is not None:
-                    yield episode
+                try:
+                    require_dir(f"{self._week(each_week)}/{episode_id}")
+                    data = read_json(f"{self._week(each_week)}/{episode_id}/{STATE_FILE}")
+                except FileNotFoundError:
+                    continue  # `_entries_only` below, or lost after a rewrite
+                path = f"{self._week(each_week)}/{episode_id}/{STATE_FILE}"
+                episode = Episode.from_record(data, path)
+                if episode.episode_id != str(episode_id):
+                    raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
+                yield episode
+            yield from self._entries_only(each_week)
