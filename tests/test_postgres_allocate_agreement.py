@@ -265,20 +265,8 @@ def test_the_function_refuses_to_run_outside_read_committed(pg_database: str) ->
     """Its reads after the lock must see commits made during the wait: a REPEATABLE READ snapshot would not."""
     store = PostgresEpisodeStore(pg_database)
     store.ensure_schema()
-    sql = pg_allocate.call_sql("idempotent_jobs")
-    params = {
-        "namespace": "default",
-        "lock_key": store.lock_key,
-        "lock_ms": "1000",
-        "week_id": "2026-W32",
-        "key": "k",
-        "fingerprint": None,
-        "now": "x",
-        "submission": psycopg.types.json.Jsonb({"state": "none"}),
-        "metadata": psycopg.types.json.Jsonb({}),
-        "schema_version": 1,
-        "new_identity": None,
-    }
+    sql = pg_allocate.call_sql("idempotent_jobs", store.lock_key, 1000)
+    params = ("default", "2026-W32", "k", None, "x", None)
     with psycopg.connect(pg_database) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         with pytest.raises(psycopg.Error) as caught:

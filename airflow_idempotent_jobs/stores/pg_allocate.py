@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import psycopg
-from psycopg.rows import dict_row
 
 from .. import safe_json
 from ..allocation import another_fingerprint, another_week, new_episode, several_holders
@@ -26,7 +26,7 @@ from ..episode import Episode
 from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
-from .pg_session import IDENTITY_RE, row_values
+from .pg_session import IDENTITY_RE
 
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore
@@ -58,14 +58,37 @@ class Allocated:
     identity: str | None
 
 
+#: The columns of a reused holder's row, as the function answers them after outcome and identity.
+_HELD: Final = (
+    "sequence",
+    "episode_id",
+    "week_id",
+    "allocation_key",
+    "fingerprint",
+    "status",
+    "created_at",
+    "updated_at",
+    "submission_state",
+    "submission",
+    "metadata",
+    "schema_version",
+    "approval",
+)
+
+
 @functools.lru_cache(maxsize=16)
-def call_sql(schema: str) -> str:
-    """The call, for one schema (the schema is a checked, quoted name; everything else is bound)."""
+def call_sql(schema: str, lock_key: int, lock_ms: int) -> str:
+    """The call for one store, prepared once per connection: the store's constants are written into it.
+
+    The lock key and timeout are our own integers, the fresh submission and metadata our own JSON;
+    what varies per call (namespace, week, key, fingerprint, time, new identity) is bound, positionally.
+    """
+    submission, metadata, schema_version = _fresh_columns()
     s = pg_schema.quote_schema(schema)
     return (
-        f"SELECT * FROM {s}.allocate_episode(%(namespace)s::text, %(lock_key)s::bigint, %(lock_ms)s::text,"
-        " %(week_id)s::text, %(key)s::text, %(fingerprint)s::text, %(now)s::text, %(submission)s::jsonb,"
-        " %(metadata)s::jsonb, %(schema_version)s::integer, %(new_identity)s::text)"
+        f"SELECT * FROM {s}.allocate_episode(%s::text, {lock_key:d}::bigint, '{lock_ms:d}'::text, %s::text,"
+        f" %s::text, %s::text, %s::text, {_literal(submission)}::jsonb, {_literal(metadata)}::jsonb,"
+        f" {schema_version:d}::integer, %s::text)"
     )
 
 
@@ -84,22 +107,10 @@ def call(
     they came, for the store's one translation boundary.
     """
     fresh = new_episode(week, 0, key, fingerprint)  # the record, but for its sequence: the server picks it
-    submission, metadata, schema_version = _fresh_columns()
-    params = {
-        "namespace": store.namespace,
-        "lock_key": store.lock_key,
-        "lock_ms": str(store.timeouts.lock_ms),
-        "week_id": str(week),
-        "key": key,
-        "fingerprint": fingerprint,
-        "now": fresh.created_at,
-        "submission": submission,
-        "metadata": metadata,
-        "schema_version": schema_version,
-        "new_identity": new_identity,
-    }
+    sql = call_sql(store.schema, store.lock_key, store.timeouts.lock_ms)
+    params = (store.namespace, fresh.week_id, key, fingerprint, fresh.created_at, new_identity)
     try:
-        row = _send(conn, call_sql(store.schema), params, explicit=store.explicit_transaction)
+        row = _send(conn, sql, params, explicit=store.explicit_transaction)
     except psycopg.Error as exc:
         if exc.sqlstate != NOT_READ_COMMITTED:
             _refuse(store, week, key, fingerprint, exc)
@@ -107,41 +118,53 @@ def call(
         # itself (the refused call stopped at its first line: nothing was done).
         store.explicit_transaction = True
         try:
-            row = _send(conn, call_sql(store.schema), params, explicit=True)
+            row = _send(conn, sql, params, explicit=True)
         except psycopg.Error as again:
             _refuse(store, week, key, fingerprint, again)
     assert row is not None
-    identity = row["identity"]
+    outcome, identity, sequence = row[0], row[1], row[2]
     if identity is not None and not (isinstance(identity, str) and IDENTITY_RE.fullmatch(identity)):
         raise StoreCorrupted(store.where(table="store_identity"), "identity is not 32 hex digits")
-    if row["outcome"] == "reused":  # a row written by anyone: read as every read is
-        return Allocated(dataclasses.replace(store.episode_from_row(row), reused=True), identity)
+    if outcome == "reused":  # a row written by anyone: read as every read is
+        held = store.episode_from_row(dict(zip(_HELD, row[2:], strict=True)))
+        return Allocated(dataclasses.replace(held, reused=True), identity)
+    if outcome != "new" or not isinstance(sequence, int):
+        raise StoreCorrupted(store.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
     # The row the server just inserted from our own values: only its sequence is news.
-    episode = dataclasses.replace(fresh, episode_id=str(EpisodeId(week, row["sequence"])), sequence=row["sequence"])
-    if row["episode_id"] != episode.episode_id:
-        raise StoreCorrupted(store.where(str(row["episode_id"])), "allocate_episode answered another episode")
+    episode = dataclasses.replace(fresh, episode_id=str(EpisodeId(week, sequence)), sequence=sequence)
     return Allocated(episode, identity)
 
 
 @functools.lru_cache(maxsize=1)
-def _fresh_columns() -> tuple[Any, Any, int]:
-    """The submission, metadata and schema_version of every new episode's row, as `row_values` writes them."""
-    values = row_values("", new_episode(WeekId(2026, 1), 0, "k", None))
-    return values["submission"], values["metadata"], values["schema_version"]
+def _fresh_columns() -> tuple[str, str, int]:
+    """The submission, metadata (JSON text) and schema_version of every new episode's row."""
+    record = new_episode(WeekId(2026, 1), 0, "k", None).to_record()
+    return json.dumps(record["submission"]), json.dumps(record["metadata"]), int(record["schema_version"])
 
 
-def _send(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any], *, explicit: bool) -> dict[str, Any] | None:
+def _literal(text: str) -> str:
+    """``text`` as a dollar-quoted SQL literal (our own JSON: no quoting rule of the server applies inside)."""
+    if "$ij$" in text:
+        raise ValueError("the fresh record's JSON cannot be quoted")
+    return f"$ij${text}$ij$"
+
+
+def _send(
+    conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], *, explicit: bool
+) -> tuple[Any, ...] | None:
     """One round trip: the call alone in autocommit, or inside ``BEGIN ISOLATION LEVEL READ COMMITTED``.
+
+    Alone, psycopg prepares it on the connection after a few uses (its ``prepare_threshold``; the
+    one extra round trip of preparing is paid once per connection, then the server skips parsing
+    and planning). Not on the first use: the first call on a new connection stays one round trip.
 
     The explicit form travels in one simple-protocol message (parameters bound by the client,
     as psycopg's ``ClientCursor`` quotes them); an error in it leaves the transaction aborted,
     so it is rolled back before the connection goes back to the pool.
     """
     if not explicit:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(sql, params)
-            return cur.fetchone()
-    with psycopg.ClientCursor(conn, row_factory=dict_row) as client:
+        return conn.execute(sql, params).fetchone()
+    with psycopg.ClientCursor(conn) as client:
         try:
             client.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql}; COMMIT", params)
         except psycopg.Error:

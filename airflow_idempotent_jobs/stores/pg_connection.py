@@ -11,11 +11,20 @@ sees a closed connection and discards it, and the store reports `StoreUnavailabl
 
 The server-side settings travel in the startup packet (libpq ``options``): set once per
 connection, no round trip on any later transaction.
+
+`create_allocation_engine` gives allocation a pool of its own without SQLAlchemy's pre-ping (a
+round trip per checkout, as long as the server's whole share of an allocation that finds its key).
+Its checkout asks the kernel instead (`spoke_while_idle`): an idle connection has nothing to say,
+so one whose socket is readable was closed by the server (``pg_terminate_backend``, a restart: a
+FATAL message, then end of stream) or by the network, and is replaced by a new one before use.
+That is what the ping finds, without the round trip; a connection that dies between the check
+and the call fails that call, as one dying between ping and call does.
 """
 
 from __future__ import annotations
 
 import math
+import select
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -26,7 +35,16 @@ from sqlalchemy.engine.url import URL
 
 from .. import safe_json
 
-__all__ = ["ANSWER_GRACE", "APPLICATION_NAME", "BoundedConnection", "NoAnswer", "Timeouts", "create_engine"]
+__all__ = [
+    "ANSWER_GRACE",
+    "APPLICATION_NAME",
+    "BoundedConnection",
+    "NoAnswer",
+    "Timeouts",
+    "create_allocation_engine",
+    "create_engine",
+    "spoke_while_idle",
+]
 
 #: What ``pg_stat_activity.application_name`` shows for the store's sessions (unless the URL says otherwise).
 APPLICATION_NAME: Final = "idempotent-jobs"
@@ -121,3 +139,29 @@ def create_engine(url: URL, timeouts: Timeouts, engine_options: dict[str, Any] |
         return conn
 
     return engine
+
+
+def create_allocation_engine(url: URL, timeouts: Timeouts, engine_options: dict[str, Any] | None = None) -> Engine:
+    """`create_engine`'s connections in autocommit, checked out without a round trip (`spoke_while_idle`)."""
+    options = {**(engine_options or {}), "pool_pre_ping": False, "isolation_level": "AUTOCOMMIT"}
+    engine = create_engine(url, timeouts, options)
+
+    @sa.event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if spoke_while_idle(dbapi_connection):
+            # The pool closes it and hands out a new connection in its place (SQLAlchemy's own retry).
+            raise sa.exc.DisconnectionError("the server closed this idle connection")
+
+    return engine
+
+
+def spoke_while_idle(conn: psycopg.Connection[Any]) -> bool:
+    """True if an idle connection is closed, broken, or has anything to read (the server's goodbye, or EOF)."""
+    if conn.closed or conn.broken:
+        return True
+    fd = conn.fileno()
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])

@@ -41,6 +41,7 @@ from typing import Any, Final
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
+from sqlalchemy.pool import PoolProxiedConnection
 
 from .. import safe_json
 from ..check import CheckReport, EpisodeRule
@@ -54,7 +55,7 @@ from ..errors import (
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 from . import POSTGRES_SCHEMES, pg_allocate, pg_schema
 from .base import EpisodeStore, WeekLike
-from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_engine
+from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
 from .pg_options import WHAT, check_namespace, check_seconds, parse_store_url
 from .pg_session import PostgresSession
 
@@ -128,6 +129,11 @@ class PostgresEpisodeStore(EpisodeStore):
             assert parsed is not None
             engine, self._owns_engine = create_engine(parsed.url, self.timeouts, dict(engine_options or {})), True
         self.engine = engine
+        #: Allocation's own pool (no pre-ping round trip: `pg_connection.create_allocation_engine`);
+        #: None with an engine of the caller's, whose pool allocation then shares.
+        self._allocator: Engine | None = None
+        if parsed is not None:
+            self._allocator = create_allocation_engine(parsed.url, self.timeouts, dict(engine_options or {}))
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -156,18 +162,34 @@ class PostgresEpisodeStore(EpisodeStore):
         fp = validate_fingerprint(fingerprint)
         self.ensure_schema()
         new_identity = None if self._identity is not None else secrets.token_hex(16)
-        with self._translated(), self._reader.connect() as pooled:
-            conn = pooled.connection.driver_connection
-            assert isinstance(conn, psycopg.Connection) and conn.autocommit
+        with self._translated():
             try:
-                done = pg_allocate.call(self, conn, week_id, key, fp, new_identity)
-            except psycopg.Error as exc:
-                if conn.broken or conn.closed:
-                    pooled.invalidate(exc)
+                with self._allocation_connection() as conn:
+                    done = pg_allocate.call(self, conn, week_id, key, fp, new_identity)
+            except psycopg.Error as exc:  # translated once the connection is back in the pool, or discarded
                 raise self._translate(exc) from exc
         if done.identity is not None:
             self._identity = done.identity
         return done.episode
+
+    @contextmanager
+    def _allocation_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """An idle autocommit connection for one call: from the allocation pool, else the caller's engine.
+
+        A connection that broke during the call is discarded, never handed out again. There is no
+        retry here: a call whose connection broke may have committed, and the caller's retry (the
+        same key) is what finds out, as after any other lost answer.
+        """
+        if self._allocator is None:  # an engine of the caller's: its pool and its pre-ping
+            with self._reader.connect() as connection, _discarded_if_broken(connection.connection) as conn:
+                yield conn
+            return
+        pooled = self._allocator.raw_connection()
+        try:
+            with _discarded_if_broken(pooled) as conn:
+                yield conn
+        finally:
+            pooled.close()
 
     @contextmanager
     def _session(self) -> Iterator[PostgresSession]:
@@ -249,6 +271,8 @@ class PostgresEpisodeStore(EpisodeStore):
     def close(self) -> None:
         if self._owns_engine:
             self.engine.dispose()
+        if self._allocator is not None:
+            self._allocator.dispose()
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
@@ -377,6 +401,19 @@ class PostgresEpisodeStore(EpisodeStore):
         if state is not None and state.startswith("42"):
             return StoreCorrupted(self.where(), f"schema does not match this code: {_one_line(orig)}")
         return StoreUnavailable(f"PostgreSQL store {self._location}: database error {state}: {_one_line(orig)}")
+
+
+@contextmanager
+def _discarded_if_broken(pooled: PoolProxiedConnection) -> Iterator[psycopg.Connection[Any]]:
+    """The pooled connection's psycopg connection, invalidated if an error left it broken or closed."""
+    conn = pooled.driver_connection
+    assert isinstance(conn, psycopg.Connection) and conn.autocommit
+    try:
+        yield conn
+    except BaseException as exc:
+        if conn.broken or conn.closed:
+            pooled.invalidate(exc)
+        raise
 
 
 def _one_line(exc: object) -> str:

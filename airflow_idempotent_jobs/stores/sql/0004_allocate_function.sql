@@ -10,6 +10,15 @@
 --   IJ009 called outside READ COMMITTED (a snapshot older than the lock would miss commits)
 -- VOLATILE (the default), so each statement takes a fresh snapshot: the reads after the lock see
 -- every commit made while this call waited for it.
+-- One row answers: outcome 'new' with the namespace's identity and the sequence only (the caller
+-- wrote every other column itself), or 'reused' with the holder's whole row.
+
+-- An episode's week no longer needs a row in weeks (the foreign key cost a row lock and a query per
+-- allocation, a fifth of its server time). It never guarded the rule: the next sequence is
+-- greatest(weeks.highest_sequence, max(episodes.sequence)) + 1, so a week whose mark is missing or
+-- behind still continues past every row it holds, and the mark is only ever raised. A missing or
+-- lagging mark is what `check` reports (pg_check), as before.
+ALTER TABLE {schema}.episodes DROP CONSTRAINT episodes_week_fkey;
 
 CREATE FUNCTION {schema}.allocate_episode(
     p_namespace      text,
@@ -22,30 +31,28 @@ CREATE FUNCTION {schema}.allocate_episode(
     p_submission     jsonb,
     p_metadata       jsonb,
     p_schema_version integer,
-    p_new_identity   text
-) RETURNS TABLE (
-    outcome          text,
-    identity         text,
-    episode_id       text,
-    week_id          text,
-    sequence         integer,
-    allocation_key   text,
-    fingerprint      text,
-    status           text,
-    created_at       text,
-    updated_at       text,
-    submission_state text,
-    submission       text,
-    metadata         text,
-    schema_version   integer,
-    approval         text
+    p_new_identity   text,
+    OUT outcome          text,
+    OUT identity         text,
+    OUT sequence         integer,
+    OUT episode_id       text,
+    OUT week_id          text,
+    OUT allocation_key   text,
+    OUT fingerprint      text,
+    OUT status           text,
+    OUT created_at       text,
+    OUT updated_at       text,
+    OUT submission_state text,
+    OUT submission       text,
+    OUT metadata         text,
+    OUT schema_version   integer,
+    OUT approval         text
 ) LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
     holder_ids  text[];
     held        {schema}.episodes%ROWTYPE;
     found_row   {schema}.episodes%ROWTYPE;
-    recorded    text;
     highest     integer;
     next_seq    bigint;
 BEGIN
@@ -55,7 +62,8 @@ BEGIN
     END IF;
     -- Two passes over the same rule: first without the lock (a retry that finds its own episode
     -- needs none: a committed holder's week, key and fingerprint never change, trigger IJ002),
-    -- then under it. Anything but that one answer is decided under the lock.
+    -- then under it, where the holders are read again (a writer may have committed the key
+    -- meanwhile). Anything but that one answer is decided under the lock.
     FOR locked IN 0..1 LOOP
         IF locked = 1 THEN
             PERFORM pg_catalog.set_config('lock_timeout', p_lock_ms, true);
@@ -68,14 +76,14 @@ BEGIN
             holder_ids := pg_catalog.array_append(holder_ids, found_row.episode_id);
             held := found_row;
         END LOOP;
-        recorded := NULL;
+        identity := NULL;
         IF p_new_identity IS NOT NULL THEN
-            SELECT s.identity INTO recorded FROM {schema}.store_identity s WHERE s.namespace = p_namespace;
+            SELECT s.identity INTO identity FROM {schema}.store_identity s WHERE s.namespace = p_namespace;
         END IF;
         IF locked = 0 THEN
             EXIT WHEN pg_catalog.cardinality(holder_ids) = 1 AND held.week_id = p_week_id
                 AND held.fingerprint IS NOT DISTINCT FROM p_fingerprint
-                AND (p_new_identity IS NULL OR recorded IS NOT NULL);
+                AND (p_new_identity IS NULL OR identity IS NOT NULL);
             CONTINUE;
         END IF;
         IF pg_catalog.cardinality(holder_ids) > 1 THEN
@@ -92,15 +100,17 @@ BEGIN
                     'episode_id', held.episode_id, 'fingerprint', held.fingerprint)::text;
         END IF;
     END LOOP;
-    IF p_new_identity IS NOT NULL AND recorded IS NULL THEN  -- the namespace's first write records it
+    IF p_new_identity IS NOT NULL AND identity IS NULL THEN  -- the namespace's first write records it
         INSERT INTO {schema}.store_identity (namespace, identity) VALUES (p_namespace, p_new_identity);
-        recorded := p_new_identity;
+        identity := p_new_identity;
     END IF;
     IF holder_ids IS NOT NULL THEN
-        RETURN QUERY SELECT 'reused', recorded, held.episode_id, held.week_id, held.sequence,
-            held.allocation_key, held.fingerprint, held.status, held.created_at, held.updated_at,
-            held.submission_state::text, held.submission::text, held.metadata::text, held.schema_version,
-            held.approval::text;
+        outcome := 'reused';
+        sequence := held.sequence; episode_id := held.episode_id; week_id := held.week_id;
+        allocation_key := held.allocation_key; fingerprint := held.fingerprint; status := held.status;
+        created_at := held.created_at; updated_at := held.updated_at;
+        submission_state := held.submission_state::text; submission := held.submission::text;
+        metadata := held.metadata::text; schema_version := held.schema_version; approval := held.approval::text;
         RETURN;
     END IF;
     -- The week's high-water mark, or a row it somehow missed: whichever is higher.
@@ -118,15 +128,15 @@ BEGIN
     VALUES (p_namespace, p_week_id, next_seq)
     ON CONFLICT (namespace, week_id) DO UPDATE SET highest_sequence = greatest(
         w.highest_sequence, excluded.highest_sequence);
-    RETURN QUERY INSERT INTO {schema}.episodes AS e (
+    INSERT INTO {schema}.episodes (
         namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, created_at, updated_at,
-        submission_state, submission, metadata, schema_version, approval
+        submission_state, submission, metadata, schema_version
     ) VALUES (
         p_namespace, p_week_id || '-' || next_seq::text, p_week_id, next_seq, p_key, p_fingerprint, 'allocated',
         p_now, p_now, (p_submission ->> 'state')::{schema}.submission_state, p_submission, p_metadata,
-        p_schema_version, NULL
-    ) RETURNING 'new', recorded, e.episode_id, e.week_id, e.sequence, e.allocation_key, e.fingerprint, e.status,
-        e.created_at, e.updated_at, e.submission_state::text, e.submission::text, e.metadata::text,
-        e.schema_version, e.approval::text;
+        p_schema_version
+    );
+    outcome := 'new';
+    sequence := next_seq;
 END
 $$;
