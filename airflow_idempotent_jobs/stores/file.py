@@ -42,6 +42,7 @@ from ..errors import AllocationConflict, InvalidConfiguration, InvalidIdentifier
 from ..identity import EpisodeId, WeekId
 from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
+from ._fresh_record import record_bytes
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, key_digest, log_line
 from ._week_history import (
     HISTORY_FILE,
@@ -59,7 +60,6 @@ from .base import EpisodeStore
 from .durable import (
     TMP_PREFIX,
     SyncBatch,
-    dump_json,
     fsync_dir,
     read_file,
     read_json,
@@ -503,7 +503,7 @@ class FileEpisodeStore(EpisodeStore):
         Not synced unless ``durable``: staged before an allocation's commit, renamed into place after it.
         """
         staging = f"{self._week(episode.id.week)}/{tmp_name(episode.episode_id)}"
-        payload = dump_json(episode.to_record())
+        payload = record_bytes(episode)
         os.mkdir(staging)
         try:
             if durable:
