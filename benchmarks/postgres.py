@@ -13,11 +13,19 @@ in the server and the namespace's advisory lock is held only there.
   the store's pool (same driver, same pre-ping, same bounded connection) and once on a plain
   pooled psycopg connection, so that all see the same server, disk and load. Targets:
   allocation p50 at most 1.25x the bare insert on the same pool, a retry at most 1.0x.
+  Allocation has a pool of its own without pre-ping (`pg_connection.create_allocation_engine`):
+  the bare insert on the store's pool pays a ping the allocation does not. So a third baseline is
+  printed for information: one autocommit INSERT on the allocation pool (one round trip, no ping),
+  the floor of any write.
 - Round trips: each call through a relay that delays each client-to-server chunk by 20 ms; the
-  extra time over 20 ms is the number of round trips. A bare checkout of the pool is counted
-  too: that is the pool's own share (its pre-ping), paid by every call on the pool.
+  extra time over 20 ms is the number of round trips. A bare checkout of the store's pool is
+  counted too: that is its pre-ping, paid by reads and updates (not by allocation).
 - Throughput: 1 and 16 client processes of one namespace (target: 16 at least 2x one), and 4
-  namespaces of 4 clients each (target: at least 3x one), in allocations per second of wall time.
+  namespaces of 4 clients each (target: at least 3x one), in allocations per second of wall time,
+  with the CPU each allocation cost: the client processes' own (``os.times``) and the server's
+  (its processes in /proc, exited backends included; every database of the server counts).
+  From one client's figures the CPU ceiling follows: no number of clients on this machine's
+  cores can allocate faster than cores / (client + server CPU per allocation).
 
 It creates its own database (``ij_bench_<pid>``) and drops it at the end.
 """
@@ -25,6 +33,7 @@ It creates its own database (``ij_bench_<pid>``) and drops it at the end.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import queue
@@ -112,13 +121,25 @@ def latency(url: str, count: int) -> dict[str, list[float]]:
             conn.execute(bare, (key, "2000-01-01T00:00:00.000000+00:00", record))
             conn.commit()
 
-    samples: dict[str, list[float]] = {name: [] for name in ("allocate", "retry", "explicit", "same pool", "plain")}
+    def autocommit_insert(key: str) -> None:
+        assert store._allocator is not None
+        pooled = store._allocator.raw_connection()  # allocation's own pool: autocommit, no pre-ping
+        try:
+            conn = pooled.driver_connection
+            assert isinstance(conn, psycopg.Connection) and conn.autocommit
+            conn.execute(bare, (key, "2000-01-01T00:00:00.000000+00:00", record))
+        finally:
+            pooled.close()
+
+    names = ("allocate", "retry", "explicit", "same pool", "plain", "autocommit")
+    samples: dict[str, list[float]] = {name: [] for name in names}
     calls = {
         "allocate": lambda i, week: store.allocate(week, f"bench:{i}"),
         "retry": lambda i, week: store.allocate("2099-W01", "bench:-1"),
         "explicit": lambda i, week: explicit.allocate(week, f"explicit:{i}"),
         "same pool": lambda i, week: insert(store.engine, f"pool:{i}"),
         "plain": lambda i, week: insert(plain, f"plain:{i}"),
+        "autocommit": lambda i, week: autocommit_insert(f"auto:{i}"),
     }
     weeks = [f"2100-W{1 + n // PER_WEEK % 50:02d}" for n in range(count)]
     try:
@@ -261,34 +282,97 @@ def _timed_calls(url: str, tag: str, count: int) -> tuple[dict[str, float], str]
         plain.dispose()
 
 
-def _client(url: str, namespace: str, tag: str, count: int, barrier: Any, results: Any) -> None:
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _client(url: str, namespace: str, tag: str, count: int, ready: Any, go: Any, results: Any) -> None:
     with PostgresEpisodeStore(url, namespace=namespace) as store:
         store.allocate("2099-W02", f"{tag}:warm")
-        barrier.wait(timeout=120)
-        start = time.perf_counter()
+        ready.wait(timeout=120)
+        go.wait(timeout=120)
+        start, cpu = time.perf_counter(), _cpu()
         for i in range(count):
             store.allocate(f"2101-W{1 + i % 50:02d}", f"{tag}:{i}")
-        results.put((start, time.perf_counter()))
+        results.put((start, time.perf_counter(), _cpu() - cpu))
 
 
-def throughput(url: str, namespaces: int, clients: int, total: int) -> float:
+def server_cpu(url: str) -> float | None:
+    """CPU seconds used so far by the server's processes (exited backends too), or None if /proc cannot tell.
+
+    Exited backends are counted in the postmaster's children's time (``cutime``/``cstime``); the
+    server must be on this machine and readable. Other databases' work on the same server counts too.
+    """
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+        assert row is not None
+        with open(os.path.join(str(row[0]), "postmaster.pid"), encoding="ascii") as pidfile:
+            postmaster = int(pidfile.readline())
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid, ppid = int(entry), int(fields[1])
+            if pid == postmaster or ppid == postmaster:
+                total += int(fields[11]) + int(fields[12])
+            if pid == postmaster:
+                total += int(fields[13]) + int(fields[14])  # children that exited: the backends of past runs
+        return total / tick
+    except (OSError, ValueError, AssertionError, psycopg.Error):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    """One throughput run: allocations per second, and CPU seconds per allocation (clients, server)."""
+
+    per_second: float
+    client_cpu: float
+    server_cpu: float | None
+
+
+def throughput(url: str, namespaces: int, clients: int, total: int) -> Rate:
     """Allocations per second of ``namespaces`` x ``clients`` processes, ``total`` allocations in all."""
     everyone = namespaces * clients
-    barrier, results = SPAWN.Barrier(everyone), SPAWN.Queue()
+    # Both barriers include this process: between them every client is warm and waiting, and the
+    # server's CPU is read.
+    ready, go, results = SPAWN.Barrier(everyone + 1), SPAWN.Barrier(everyone + 1), SPAWN.Queue()
     per = total // everyone
     procs = [
         SPAWN.Process(
-            target=_client, args=(url, f"tp{namespaces}-{n % namespaces}", f"c{everyone}-{n}", per, barrier, results)
+            target=_client,
+            args=(url, f"tp{namespaces}-{n % namespaces}", f"c{everyone}-{n}", per, ready, go, results),
         )
         for n in range(everyone)
     ]
     for proc in procs:
         proc.start()
+    ready.wait(timeout=120)
+    server_before = server_cpu(url)
+    go.wait(timeout=120)
     spans = [results.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join(timeout=60)
-    wall = max(end for _, end in spans) - min(start for start, _ in spans)
-    return float(per * everyone / wall)
+    time.sleep(0.3)  # the postmaster reaps the clients' backends: their CPU moves to its children's time
+    server_after = server_cpu(url)
+    wall = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    done = per * everyone
+    server = None if server_before is None or server_after is None else (server_after - server_before) / done
+    return Rate(float(done / wall), sum(cpu for _, _, cpu in spans) / done, server)
+
+
+def cpu_line(rate: Rate) -> str:
+    """CPU per allocation: the clients' own (os.times), the server's (/proc) when readable."""
+    server = "" if rate.server_cpu is None else f", server {rate.server_cpu * 1000:.3f}"
+    return f"\n      CPU per allocation, ms: clients {rate.client_cpu * 1000:.3f}{server}"
 
 
 def verdict(ratio: float, target: float, *, at_least: bool = False) -> str:
@@ -322,6 +406,7 @@ def main() -> int:
             "explicit": "allocate in BEGIN RC..COMMIT",
             "same pool": "bare INSERT+COMMIT, store's pool",
             "plain": "bare INSERT+COMMIT, plain conn",
+            "autocommit": "bare INSERT, autocommit, alloc pool",
         }
         for name, label in labels.items():
             print(f"  {label:34s} p50 {p50[name]:7.3f} ms   p95 {p95[name]:7.3f} ms")
@@ -331,21 +416,32 @@ def main() -> int:
             print(f"  ratio p50 {name:8s} vs bare, same pool  {ratio:5.2f}x {verdict(ratio, target)}")
         for name in ("allocate", "explicit"):
             print(f"  ratio p50 {name:8s} vs bare, plain conn  {p50[name] / p50['plain']:5.2f}x")
+        for name in ("allocate", "retry"):  # the floor: one autocommit statement, one round trip, no ping
+            print(f"  ratio p50 {name:8s} vs autocommit INSERT  {p50[name] / p50['autocommit']:5.2f}x (information)")
         trips, bounds = round_trips(dbname)
         print(
             "  round trips on the wire: "
             + ", ".join(f"{name} {value:.1f}" for name, value in trips.items())
-            + " (the pool checkout is the pool's pre-ping, in every call)"
+            + " (the pool checkout is the store's pool's pre-ping: reads and updates, not allocation)"
         )
         print(f"  bounds: {bounds}")
         one = throughput(url, 1, 1, args.ops)
-        print(f"  throughput  1 namespace  x 1 client : {one:7.0f} allocations/s")
+        print(f"  throughput  1 namespace  x 1 client : {one.per_second:7.0f} allocations/s{cpu_line(one)}")
         for namespaces, clients, target in ((1, 16, TARGET_ONE_NAMESPACE), (4, 4, TARGET_FOUR_NAMESPACES)):
             rate = throughput(url, namespaces, clients, args.ops)
-            ratio = rate / one
+            ratio = rate.per_second / one.per_second
             print(
-                f"  throughput {namespaces:2d} namespace(s) x {clients:2d} clients: {rate:7.0f} allocations/s"
-                f"  ({ratio:4.2f}x of 1 client) {verdict(ratio, target, at_least=True)}"
+                f"  throughput {namespaces:2d} namespace(s) x {clients:2d} clients:"
+                f" {rate.per_second:7.0f} allocations/s  ({ratio:4.2f}x of 1 client)"
+                f" {verdict(ratio, target, at_least=True)}{cpu_line(rate)}"
+            )
+        cores = os.cpu_count() or 1
+        if one.server_cpu is not None:
+            per = one.client_cpu + one.server_cpu
+            print(
+                f"  CPU ceiling: {cores} cores / {per * ms:.3f} ms of CPU per allocation (one client's clients +"
+                f" server) = {cores / per:5.0f} allocations/s, {cores / per / one.per_second:4.2f}x of 1 client"
+                " whatever the lock does"
             )
         return 0
     finally:

@@ -22,9 +22,9 @@ import psycopg
 
 from .. import safe_json
 from ..allocation import another_fingerprint, another_week, new_episode, several_holders
-from ..episode import Episode
+from ..episode import Episode, utc_now
 from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
-from ..identity import EpisodeId, WeekId
+from ..identity import WeekId
 from . import pg_schema
 from .pg_session import IDENTITY_RE
 
@@ -106,9 +106,9 @@ def call(
     Errors that are not the rule's (lock or statement timeout, a lost connection) are raised as
     they came, for the store's one translation boundary.
     """
-    fresh = new_episode(week, 0, key, fingerprint)  # the record, but for its sequence: the server picks it
+    now = utc_now()  # the new row's created_at and updated_at, if the server writes one
     sql = call_sql(store.schema, store.lock_key, store.timeouts.lock_ms)
-    params = (store.namespace, fresh.week_id, key, fingerprint, fresh.created_at, new_identity)
+    params = (store.namespace, str(week), key, fingerprint, now, new_identity)
     try:
         row = _send(conn, sql, params, explicit=store.explicit_transaction)
     except psycopg.Error as exc:
@@ -131,7 +131,7 @@ def call(
     if outcome != "new" or not isinstance(sequence, int):
         raise StoreCorrupted(store.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
     # The row the server just inserted from our own values: only its sequence is news.
-    episode = dataclasses.replace(fresh, episode_id=str(EpisodeId(week, sequence)), sequence=sequence)
+    episode = dataclasses.replace(new_episode(week, sequence, key, fingerprint), created_at=now, updated_at=now)
     return Allocated(episode, identity)
 
 

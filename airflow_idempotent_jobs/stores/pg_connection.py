@@ -142,8 +142,17 @@ def create_engine(url: URL, timeouts: Timeouts, engine_options: dict[str, Any] |
 
 
 def create_allocation_engine(url: URL, timeouts: Timeouts, engine_options: dict[str, Any] | None = None) -> Engine:
-    """`create_engine`'s connections in autocommit, checked out without a round trip (`spoke_while_idle`)."""
-    options = {**(engine_options or {}), "pool_pre_ping": False, "isolation_level": "AUTOCOMMIT"}
+    """`create_engine`'s connections in autocommit, checked out without a round trip (`spoke_while_idle`).
+
+    No rollback on return either (in autocommit it has nothing to do): the store discards any
+    connection that does not come back idle (`postgres._discarded_if_broken`).
+    """
+    options = {
+        **(engine_options or {}),
+        "pool_pre_ping": False,
+        "isolation_level": "AUTOCOMMIT",
+        "pool_reset_on_return": None,
+    }
     engine = create_engine(url, timeouts, options)
 
     @sa.event.listens_for(engine, "checkout")

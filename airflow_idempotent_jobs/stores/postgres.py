@@ -21,6 +21,13 @@ one message. Unique constraints on ``(namespace, week_id, sequence)`` and ``(nam
 allocation_key)`` are the backstop. A call whose answer is lost may have committed: the retry
 finds its episode (``reused``), so a retry never allocates twice.
 
+The call travels on a pool of its own (`pg_connection.create_allocation_engine`): autocommit, and
+no pre-ping, which would cost one more round trip than the call itself; an idle connection the
+server closed is recognised without a round trip and replaced before use. A call whose
+connection breaks is not retried here: it may have committed, and the caller's retry with the
+same key finds out (``reused=True``, as after any lost answer). With an engine of the caller's,
+allocation uses that engine's pool as it is.
+
 Updates (the ledger, approvals) keep a locked READ COMMITTED transaction of a few statements
 (`_session`, `PostgresSession`): they run the caller's Python rule between read and write.
 
@@ -68,6 +75,7 @@ _STATEMENT_TIMEOUT: Final = "57014"
 DEFAULT_LOCK_TIMEOUT: Final = 30.0
 DEFAULT_STATEMENT_TIMEOUT: Final = 30.0
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+_IDLE: Final = psycopg.pq.TransactionStatus.IDLE
 
 
 class PostgresEpisodeStore(EpisodeStore):
@@ -405,15 +413,22 @@ class PostgresEpisodeStore(EpisodeStore):
 
 @contextmanager
 def _discarded_if_broken(pooled: PoolProxiedConnection) -> Iterator[psycopg.Connection[Any]]:
-    """The pooled connection's psycopg connection, invalidated if an error left it broken or closed."""
+    """The pooled connection's psycopg connection, discarded unless it goes back idle and whole.
+
+    The allocation pool does not roll back on return (`pg_connection.create_allocation_engine`): a
+    connection left broken, or inside a transaction (an interrupted explicit call), is invalidated
+    here instead, so the next call never starts inside someone else's transaction.
+    """
     conn = pooled.driver_connection
     assert isinstance(conn, psycopg.Connection) and conn.autocommit
     try:
         yield conn
     except BaseException as exc:
-        if conn.broken or conn.closed:
+        if conn.broken or conn.closed or conn.info.transaction_status != _IDLE:
             pooled.invalidate(exc)
         raise
+    if conn.info.transaction_status != _IDLE:
+        pooled.invalidate()
 
 
 def _one_line(exc: object) -> str:
