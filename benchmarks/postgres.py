@@ -25,7 +25,9 @@ in the server and the namespace's advisory lock is held only there.
   with the CPU each allocation cost: the client processes' own (``os.times``) and the server's
   (its processes in /proc, exited backends included; every database of the server counts).
   From one client's figures the CPU ceiling follows: no number of clients on this machine's
-  cores can allocate faster than cores / (client + server CPU per allocation).
+  cores can allocate faster than cores / (client + server CPU per allocation). For information,
+  2 and 16 namespaces of one client each (no lock shared) show what the machine allows without
+  the namespace's lock.
 
 It creates its own database (``ij_bench_<pid>``) and drops it at the end.
 """
@@ -434,6 +436,14 @@ def main() -> int:
                 f"  throughput {namespaces:2d} namespace(s) x {clients:2d} clients:"
                 f" {rate.per_second:7.0f} allocations/s  ({ratio:4.2f}x of 1 client)"
                 f" {verdict(ratio, target, at_least=True)}{cpu_line(rate)}"
+            )
+        # Information: clients that never share a lock. If these scale no better than one namespace's
+        # 16 clients, the namespace's lock is not what limits them: the machine's CPU is.
+        for namespaces in (2, 16):
+            rate = throughput(url, namespaces, 1, args.ops)
+            print(
+                f"  throughput {namespaces:2d} namespace(s) x  1 client : {rate.per_second:7.0f} allocations/s"
+                f"  ({rate.per_second / one.per_second:4.2f}x of 1 client, no lock shared: information){cpu_line(rate)}"
             )
         cores = os.cpu_count() or 1
         if one.server_cpu is not None:
