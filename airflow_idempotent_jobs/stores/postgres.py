@@ -22,7 +22,7 @@ allocation_key)`` are the backstop. A call whose answer is lost may have committ
 finds its episode (``reused``), so a retry never allocates twice.
 
 The call travels on a pool of its own (`pg_connection.create_allocation_engine`): autocommit, and
-no pre-ping, which would cost one more round trip than the call itself; an idle connection the
+no pre-ping, which would double the call's round trips; an idle connection the
 server closed is recognised without a round trip and replaced before use. A call whose
 connection breaks is not retried here: it may have committed, and the caller's retry with the
 same key finds out (``reused=True``, as after any lost answer). With an engine of the caller's,
