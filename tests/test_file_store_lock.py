@@ -13,7 +13,9 @@ import threading
 import time
 from pathlib import Path
 
-from airflow_idempotent_jobs import FileEpisodeStore
+import pytest
+
+from airflow_idempotent_jobs import FileEpisodeStore, StoreUnavailable
 from airflow_idempotent_jobs.episode import Episode
 from airflow_idempotent_jobs.verify import check_store
 
@@ -104,3 +106,47 @@ def test_a_waiter_whose_lock_file_was_replaced_locks_the_new_file(tmp_path: Path
     _let_go(second)
     waiter.join(timeout=60)
     assert done == ["2026-W32-1"]
+
+
+def _allocate_in_a_new_process(root: Path, key: str, lock_timeout: float) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import sys\n"
+        "from airflow_idempotent_jobs import FileEpisodeStore\n"
+        "store = FileEpisodeStore(sys.argv[1], lock_timeout=float(sys.argv[3]))\n"
+        "print(store.allocate('2026-W32', sys.argv[2]).episode_id)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, str(root), key, str(lock_timeout)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_wait_that_timed_out_does_not_keep_the_lock_once_its_holder_lets_go(tmp_path: Path) -> None:
+    """A waiter that gave up holds nothing: the next process gets the lock as soon as its holder lets go."""
+    root = tmp_path / "store"
+    FileEpisodeStore(root).allocate("2026-W32", "k0")
+    holder = _holder(root / ".lock")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="could not lock"):
+        FileEpisodeStore(root, lock_timeout=0.5).allocate("2026-W32", "k1")
+    assert time.monotonic() - started < 10
+    _let_go(holder)
+    after = _allocate_in_a_new_process(root, "k2", lock_timeout=5)
+    assert (after.returncode, after.stdout) == (0, "2026-W32-1\n"), after.stderr
+
+
+def test_a_waiter_gets_the_lock_as_soon_as_its_holder_lets_go(tmp_path: Path) -> None:
+    """A waiter blocked on another process's lock goes on once it is released, and only then."""
+    root = tmp_path / "store"
+    FileEpisodeStore(root).allocate("2026-W32", "k0")
+    holder = _holder(root / ".lock")
+    done: list[str] = []
+    waiter = threading.Thread(
+        target=lambda: done.append(FileEpisodeStore(root, lock_timeout=60).allocate("2026-W32", "k1").episode_id)
+    )
+    waiter.start()
+    time.sleep(0.3)
+    assert done == []
+    _let_go(holder)
+    waiter.join(timeout=30)
+    assert done == ["2026-W32-1"]
+    assert check_store(FileEpisodeStore(root)) == []
