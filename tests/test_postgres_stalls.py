@@ -2,10 +2,11 @@
 
 Real stops: our own backend SIGSTOPped before its allocation call arrives, inside the call with the
 namespace's lock held, mid-ledger-update and mid-read (a stopped backend cannot run its
-statement_timeout nor answer a cancel request: only the client's own bound ends the wait); a lock holder that never commits (another session, or a client of ours
-frozen inside its transaction); the postmaster stopped (new connections are accepted by the
-kernel and never answered). Each call ends with `StoreUnavailable` within the configured bound,
-and after SIGCONT a later call works and leaves no duplicate.
+statement_timeout nor answer a cancel request: only the client's own bound ends the wait); a lock
+holder that never commits (another session, or a client of ours frozen inside its transaction);
+the postmaster stopped (new connections are accepted by the kernel and never answered). Each call
+ends with `StoreUnavailable` within the configured bound, and after SIGCONT a later call works and
+leaves no duplicate.
 """
 
 from __future__ import annotations
