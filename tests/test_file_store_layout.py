@@ -189,3 +189,19 @@ def test_an_index_built_with_another_bucket_width_is_rebuilt_on_open(tmp_path: P
     assert marker(reopened, "job-a", "2026-W32-0").is_file()
     assert reopened.allocate("2026-W32", "job-c").episode_id == "2026-W32-1"
     assert check_store(reopened) == []
+
+
+def test_a_listing_taken_before_a_record_was_renamed_in_still_lists_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unlocked `list` reads the directory, then the history: a commit in between must not vanish.
+
+    The directory listing is made stale by hand (as if taken right before the record's rename); the
+    history, read after it, names the episode, whose record is then read (here: rewritten since).
+    """
+    store = FileEpisodeStore(tmp_path / "store")
+    store.allocate("2026-W32", "job-0")
+    store.update("2026-W32-0", lambda e: dataclasses.replace(e, metadata={"note": "rewritten"}))
+    monkeypatch.setattr(store, "committed_ids", lambda week: [])
+    (listed,) = store.list("2026-W32")
+    assert listed.metadata == {"note": "rewritten"}

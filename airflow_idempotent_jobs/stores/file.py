@@ -241,7 +241,7 @@ class FileEpisodeStore(EpisodeStore):
             episode = self._load(episode_id)
             vouched = text in lookup.logged
             if episode is None or episode.allocation_key != allocation_key:
-                if vouched or (episode is None and self._entry_carries(episode_id, allocation_key)):
+                if vouched or self._entry_carries(episode_id, allocation_key):
                     self._vouched_but_gone(allocation_key, episode_id, episode)
                 continue  # a marker left by an allocation that crashed before its commit
             found[text] = episode
@@ -636,17 +636,33 @@ class FileEpisodeStore(EpisodeStore):
         return sorted(weeks)
 
     def _scan(self, week: WeekId | None) -> Iterator[Episode]:
-        """Every committed episode: the records, and those known only from their history entry."""
+        """Every committed episode: the records, and those known only from their history entry.
+
+        The history is read after the directory listing: an entry whose record was renamed into
+        place in between is read from its record, so an episode committed before the scan began is
+        never left out.
+        """
         for each_week in [week] if week is not None else self.weeks():
+            seen = set()
             for episode_id in self.committed_ids(each_week):
                 try:
                     require_dir(f"{self._week(each_week)}/{episode_id}")
                     data = read_json(f"{self._week(each_week)}/{episode_id}/{STATE_FILE}")
                 except FileNotFoundError:
-                    continue  # `_entries_only` below, or lost after a rewrite
+                    continue  # known from its entry below, or lost after a rewrite
                 path = f"{self._week(each_week)}/{episode_id}/{STATE_FILE}"
                 episode = Episode.from_record(data, path)
                 if episode.episode_id != str(episode_id):
                     raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
+                seen.add(episode.episode_id)
                 yield episode
-            yield from self._entries_only(each_week)
+            try:
+                log = read_week_log(self.history_path(each_week), each_week)
+            except FileNotFoundError:
+                continue
+            for entry in log.entries:
+                if entry["episode_id"] not in seen:
+                    found = self._load(EpisodeId(each_week, entry["sequence"]), dirs_checked=True)
+                    if found is not None:
+                        seen.add(found.episode_id)
+                        yield found
