@@ -39,15 +39,15 @@ class FileSession:
     An allocation's write, in order (``insert``):
 
     1. before the commit: the key marker (a hard link of an empty template), its bucket fsynced,
-       so a retry after a power loss finds the episode through the index;
+       so a retry after a power loss finds the episode through the index; the record staged in a
+       temp directory beside it, not synced (a week that cannot take it refuses here);
     2. the commit: the episode's entry appended to the week's ``history.jsonl`` with one write,
        then fdatasync (`_week_history`);
-    3. after it, with no fsync of their own: the record ``<week>/<id>/state.json`` (a temp
-       directory renamed into place, so readers see it whole or not at all), then a line in the
-       key's bucket log.
+    3. after it, with no fsync of their own: the temp directory renamed to ``<week>/<id>`` (readers
+       see the record whole or not at all), then a line in the key's bucket log.
 
-    Two synchronous writes per allocation, and no new inode on the durable path (a bare durable
-    write makes one). A crash before the entry leaves only ignored leftovers (a marker whose
+    Two synchronous writes per allocation, as a bare durable write makes; the record's two new
+    inodes (directory and file) are never synced. A crash before the entry leaves only ignored leftovers (a marker whose
     episode has no entry) and consumes no sequence. A crash or a power loss after it may lose the
     record or the log line: the entry holds the whole fresh record, so readers rebuild it from the
     entry (`FileEpisodeStore._load`) and the next locked call that meets it writes it back. The
