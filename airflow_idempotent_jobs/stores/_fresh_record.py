@@ -12,14 +12,12 @@ import functools
 import json
 import re
 
-from ..episode import Approval, Episode, EpisodeStatus, Submission
+from ..episode import Episode, EpisodeStatus
+from ._week_history import is_fresh
 from .durable import dump_json
 
 __all__ = ["record_bytes"]
 
-#: What a fresh record holds; compared with, never changed (both are frozen).
-_NO_SUBMISSION = Submission()
-_NO_APPROVAL = Approval()
 #: A sequence no record holds, standing for the sequence in the template.
 _SEQUENCE = 987654321987
 
@@ -48,14 +46,7 @@ def _template() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def record_bytes(episode: Episode) -> bytes:
     """``dump_json(episode.to_record())``, from the template when the record is fresh."""
-    fresh = (
-        episode.status is EpisodeStatus.ALLOCATED
-        and episode.updated_at == episode.created_at
-        and not episode.metadata
-        and episode.submission == _NO_SUBMISSION
-        and episode.approval == _NO_APPROVAL
-    )
-    if not fresh:
+    if not is_fresh(episode):
         return dump_json(episode.to_record())
     literals, gaps = _template()
     out = [literals[0]]

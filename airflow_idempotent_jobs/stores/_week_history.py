@@ -40,7 +40,7 @@ from typing import Any, Final, TypeGuard
 
 from .. import safe_json
 from ..allocation import new_episode
-from ..episode import Episode
+from ..episode import Approval, Episode, EpisodeStatus, Submission
 from ..errors import InvalidIdentifier, StoreCorrupted
 from ..identity import EpisodeId, WeekId, validate_fingerprint
 from .durable import fsync_dir, open_regular, read_file, write_all
@@ -69,6 +69,9 @@ HISTORY_VERSION: Final = 2
 _READABLE: Final = frozenset({1, HISTORY_VERSION})
 #: Bytes read from each end of the file; an entry line is a few hundred bytes at most.
 _WINDOW = 8192
+#: What a fresh record holds; compared with, never changed (both are frozen).
+_NO_SUBMISSION = Submission()
+_NO_APPROVAL = Approval()
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -154,10 +157,17 @@ def fresh_episode(entry: dict[str, Any], week: WeekId) -> Episode | None:
 
 
 def is_fresh(episode: Episode) -> bool:
-    """True while the record is still the one its allocation wrote (never rewritten since)."""
-    fresh = new_episode(episode.id.week, episode.sequence, episode.allocation_key, episode.fingerprint)
-    fresh = dataclasses.replace(fresh, created_at=episode.created_at, updated_at=episode.created_at)
-    return episode.to_record() == fresh.to_record()
+    """True while the record is still the one its allocation wrote (never rewritten since).
+
+    Every other field of a fresh record follows from its id, key and fingerprint (`fresh_episode`).
+    """
+    return (
+        episode.status is EpisodeStatus.ALLOCATED
+        and episode.updated_at == episode.created_at
+        and not episode.metadata
+        and episode.submission == _NO_SUBMISSION
+        and episode.approval == _NO_APPROVAL
+    )
 
 
 def _parse(line: bytes, path: str | Path, offset: int) -> Any:

@@ -453,17 +453,21 @@ class FileEpisodeStore(EpisodeStore):
         rewritten: then it is lost for good, and None lets the caller fail closed.
         """
         week_dir = f"{self._episodes}/{episode_id.week}"
-        directory = f"{week_dir}/{episode_id}"
-        path = f"{directory}/{STATE_FILE}"
         try:
             if not dirs_checked:
                 require_dir(self._episodes)
                 require_dir(week_dir)
-            try:
-                require_dir(directory)
-                data = read_json(path)
-            except FileNotFoundError:
-                return self._from_entry(episode_id)
+        except FileNotFoundError:
+            return None
+        return self._record(episode_id) or self._from_entry(episode_id)
+
+    def _record(self, episode_id: EpisodeId) -> Episode | None:
+        """The record file of ``episode_id`` in its (verified) week, None if it has none."""
+        directory = f"{self._week(episode_id.week)}/{episode_id}"
+        path = f"{directory}/{STATE_FILE}"
+        try:
+            require_dir(directory)
+            data = read_json(path)
         except FileNotFoundError:
             return None
         episode = Episode.from_record(data, path)
@@ -645,17 +649,10 @@ class FileEpisodeStore(EpisodeStore):
         for each_week in [week] if week is not None else self.weeks():
             seen = set()
             for episode_id in self.committed_ids(each_week):
-                try:
-                    require_dir(f"{self._week(each_week)}/{episode_id}")
-                    data = read_json(f"{self._week(each_week)}/{episode_id}/{STATE_FILE}")
-                except FileNotFoundError:
-                    continue  # known from its entry below, or lost after a rewrite
-                path = f"{self._week(each_week)}/{episode_id}/{STATE_FILE}"
-                episode = Episode.from_record(data, path)
-                if episode.episode_id != str(episode_id):
-                    raise StoreCorrupted(path, f"record says {episode.episode_id} but lives in {episode_id}")
-                seen.add(episode.episode_id)
-                yield episode
+                episode = self._record(episode_id)
+                if episode is not None:  # else known from its entry below, or lost after a rewrite
+                    seen.add(episode.episode_id)
+                    yield episode
             try:
                 log = read_week_log(self.history_path(each_week), each_week)
             except FileNotFoundError:
