@@ -154,8 +154,8 @@ class Submission:
     attempts: int = 0
     #: What the caller expected to pay, counted against the weekly budget until a cost is known.
     estimated_cost: float | None = None
-    #: Which process wrote the ``submitting`` intent (``host:pid:nonce``) and when: a retry on the
-    #: same host can tell a crashed submitter from one still waiting for the provider's answer.
+    #: Which process wrote the ``submitting`` intent (``host:pid:nonce:pidns=N:boot=B``, `paid.claims`)
+    #: and when: a retry in its PID namespace can tell a crashed submitter from one still waiting.
     claimed_by: str | None = None
     claimed_at: str | None = None
     #: Who settled an uncertain submission, when, and how (reconcile).

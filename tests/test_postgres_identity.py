@@ -22,7 +22,7 @@ from airflow_idempotent_jobs import EpisodeNotFound, SubmissionState, open_store
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
-from airflow_idempotent_jobs.paid.ledger import SubmissionLedger, idempotency_token
+from airflow_idempotent_jobs.paid.ledger import DEFAULT_CLAIM_LEASE, SubmissionLedger, idempotency_token
 from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.pg_session import IDENTITY_RE
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
@@ -161,7 +161,8 @@ def _version_1_store(url: str, token: str) -> None:
         pg_schema.migrate(conn, "idempotent_jobs", where="v1", lock_timeout_ms=5000, target=1)
     engine_store.close()
     episode = new_episode(WeekId.parse("2026-W32"), 0, "weekly:scheduled__2026-08-03", None)
-    claimed_at = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)).isoformat()
+    # A version-1 claim is host:pid:nonce, with no PID namespace: only its lease proves its writer gone.
+    claimed_at = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=DEFAULT_CLAIM_LEASE + 5)).isoformat()
     submission = episode.submission.moved_to(
         SubmissionState.SUBMITTING,
         episode_id=EPISODE,

@@ -114,10 +114,10 @@ class SubmissionLedger:
 
     ``weekly_budget``: refuse a new submission when the week's committed spend (recorded costs,
     else estimates) plus its estimate would pass it. ``clock``: aware UTC ``datetime`` source.
-    ``claim_lease``: seconds after which a ``submitting`` intent from another host is abandoned
-    (on the same host the writer's pid is checked instead). ``result_limit``: largest result kept in
-    the record, in bytes of canonical JSON (`results.bound_result`). A budget that is not a finite
-    number >= 0 is `InvalidConfiguration`.
+    ``claim_lease``: seconds after which a ``submitting`` intent is abandoned; before that only a
+    writer of this host, boot and PID namespace is checked, by its pid (`claims`).
+    ``result_limit``: largest result kept in the record, in bytes of canonical JSON
+    (`results.bound_result`). A budget that is not a finite number >= 0 is `InvalidConfiguration`.
     """
 
     def __init__(

@@ -9,7 +9,9 @@ Kill points wrap the real objects of this process only:
 ``before_intent`` (the store's first write), ``after_intent`` (entering ``provider.submit``),
 ``between_calls`` (the batch adapter: its upload returned, entering the paid batch call),
 ``after_answer`` (``provider.submit`` returned, nothing saved yet), ``after_saved`` (after
-``ledger.submit`` returned). Prints the final submission as one JSON line.
+``ledger.submit`` returned). ``"hold": PATH`` blocks inside ``provider.submit``, before anything is
+sent: it creates ``PATH.entered``, then waits for ``PATH`` to exist. Prints the final submission as
+one JSON line.
 Exit codes: 0 ok, 3 SubmissionStateUnknown, 75 SubmissionInProgress.
 """
 
@@ -31,6 +33,12 @@ from airflow_idempotent_jobs.paid.http import HttpPaidProvider, HttpProviderConf
 def die() -> None:
     sys.stdout.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wait_for_file(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def build_provider(spec: dict[str, Any]) -> PaidProvider:
@@ -86,11 +94,17 @@ def main(spec_text: str) -> int:
             return ""
 
         setattr(provider, "create_batch", create_batch)  # noqa: B010 (only the batch adapter has it)
+    if spec.get("hold"):
+        held, held_submit = Path(spec["hold"]), provider.submit
+
+        def holding_submit(request: Any, token: str) -> str:
+            held.with_name(held.name + ".entered").touch()
+            wait_for_file(held, 60)
+            return held_submit(request, token)
+
+        setattr(provider, "submit", holding_submit)  # noqa: B010 (as above)
     if spec.get("barrier"):
-        barrier = Path(spec["barrier"])
-        deadline = time.monotonic() + 30
-        while not barrier.exists() and time.monotonic() < deadline:
-            time.sleep(0.002)
+        wait_for_file(Path(spec["barrier"]), 30)
     ledger = SubmissionLedger(store)
     try:
         episode = ledger.submit(spec["episode"], provider, {"prompt": "weekly video", "units": 2})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -12,7 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_idempotent_jobs.paid import ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
+from airflow_idempotent_jobs import Episode, EpisodeStore, SubmissionState
+from airflow_idempotent_jobs.paid import (
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+    ProviderUnavailable,
+    idempotency_token,
+)
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import ProviderServer
 
@@ -223,3 +232,39 @@ class Zygote:
             if self._proc.poll() is None:
                 self._proc.kill()
         self._reader.join(timeout=10)
+
+
+def pid_just_freed() -> int:
+    """A pid this PID namespace handed out and got back: nothing here holds it (pids are not reused soon)."""
+    with subprocess.Popen(["true"]) as child:
+        child.wait()
+    return child.pid
+
+
+def claim_here(pid: int, nonce: str = "0badc0de", *, pidns: str | None = None, boot: str | None = None) -> str:
+    """A claim as a process of this host, boot and PID namespace writes it (`paid.claims`), read from /proc."""
+    if pidns is None:
+        pidns = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").removesuffix("]")
+    if boot is None:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return f"{socket.gethostname()}:{pid}:{nonce}:pidns={pidns}:boot={boot}"
+
+
+def left_submitting(store: EpisodeStore, claim: str, at: dt.datetime) -> str:
+    """A fresh episode left ``submitting`` under ``claim`` at ``at``, as a writer that stopped there; its id."""
+    eid = store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(store.identity, eid)
+
+    def claimed(episode: Episode) -> Episode:
+        sub = episode.submission.moved_to(
+            SubmissionState.SUBMITTING,
+            episode_id=eid,
+            token=token,
+            attempts=1,
+            claimed_by=claim,
+            claimed_at=at.isoformat(),
+        )
+        return dataclasses.replace(episode, submission=sub)
+
+    store.update(eid, claimed)
+    return eid

@@ -31,10 +31,11 @@ from airflow_idempotent_jobs.paid import (
     idempotency_token,
     wait_for_terminal,
 )
+from airflow_idempotent_jobs.paid.claims import my_claim
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import FileBackend
-from tests.paid.support import CAPABILITIES, jobs_for, provider_for
+from tests.paid.support import CAPABILITIES, claim_here, jobs_for, provider_for
 
 REQUEST = {"prompt": "weekly video", "units": 2}
 
@@ -256,10 +257,11 @@ def test_live_claim_elsewhere_blocks_until_its_lease_ends(file_store: EpisodeSto
 
 
 def test_claim_of_an_earlier_process_with_our_pid_is_dead(file_store: EpisodeStore, server: ProviderServer) -> None:
-    """Pids are reused (a restarted container counts from 1 again): a claim from this host with our
-    pid but another process's nonce was written by a process that is gone, not by us."""
+    """Pids are reused (a restarted container counts from 1 again): a claim from this host, boot and
+    PID namespace with our pid but another process's nonce was written by a process that is gone."""
     eid = file_store.allocate("2026-W32", "k").episode_id
     token = idempotency_token(file_store.namespace, eid)
+    not_our_nonce = "0badc0de" if ":0badc0de:" not in my_claim() else "deadbeef"
 
     def claimed_by_our_pid(episode: Episode) -> Episode:
         sub = episode.submission.moved_to(
@@ -267,7 +269,7 @@ def test_claim_of_an_earlier_process_with_our_pid_is_dead(file_store: EpisodeSto
             episode_id=eid,
             token=token,
             attempts=1,
-            claimed_by=f"{socket.gethostname()}:{os.getpid()}:not-our-nonce",
+            claimed_by=claim_here(os.getpid(), nonce=not_our_nonce),
             claimed_at=dt.datetime.now(dt.timezone.utc).isoformat(),
         )
         return dataclasses.replace(episode, submission=sub)
