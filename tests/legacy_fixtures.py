@@ -216,6 +216,7 @@ BAD_APPROVALS: dict[str, tuple[dict[str, Any], str]] = {
         "field /approved_by: says who decided differently from /approval/by",
     ),
     "when-not-text": ({"rejected_by": "x", "rejected_at": 20260101}, "field /rejected_at: must be a printable"),
+    "when-empty": ({"approval": {"state": "approved", "by": "x", "at": ""}}, "field /approval/at: must be a printable"),
     "approved-and-rejected": (
         {"approved_by": "x", "approved_at": T, "rejected_by": "y", "rejected_at": T},
         "field /rejected_by: contradicts /approved_by, /approved_at",
