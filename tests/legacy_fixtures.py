@@ -281,6 +281,7 @@ DECISION_LOOKALIKES: dict[str, tuple[dict[str, Any], str, str]] = {
     "rejected by": ({"rejected by": "finance", "rejected at": T}, "/rejected by", "looks like rejected_by"),
     "rejected-by": ({"rejected-by": "finance", "rejected-at": T}, "/rejected-by", "looks like rejected_by"),
     "Rejected.At": ({"Rejected.At": T}, "/Rejected.At", "looks like rejected_at"),
+    "full-width": ({"\uff52ejected_by": "finance"}, "/\uff52ejected_by", "looks like rejected_by"),
     "approvedBy": ({"approvedBy": "editor", "approvedAt": T}, "/approvedBy", "looks like approved_by"),
     "approved by": ({"approved by": "editor", "approved at": T}, "/approved by", "looks like approved_by"),
     "approved-by": ({"approved-by": "editor", "approved-at": T}, "/approved-by", "looks like approved_by"),
@@ -340,7 +341,10 @@ BAD_DECISION_TIMES: dict[str, tuple[dict[str, Any], str]] = {
     "offset-with-seconds": ({"approved_by": "editor", "approved_at": "2026-08-01T10:00:00+01:00:30"}, "/approved_at"),
     "impossible-day": ({"approved_by": "editor", "approved_at": "2026-02-30T10:00:00Z"}, "/approved_at"),
     "trailing-blank": ({"approved_by": "editor", "approved_at": "2026-08-01T10:00:00Z "}, "/approved_at"),
-    "fullwidth-digits": ({"approved_by": "editor", "approved_at": "２０２６-08-01T10:00:00Z"}, "/approved_at"),
+    "fullwidth-digits": (
+        {"approved_by": "editor", "approved_at": "\uff12\uff10\uff12\uff16-08-01T10:00:00Z"},
+        "/approved_at",
+    ),
 }
 
 

@@ -98,7 +98,9 @@ def test_what_is_not_a_decision_or_agrees_with_one_still_migrates(tmp_path: Path
     )
     write_week(legacy, "2026-W41", {"status": "awaiting_approval", "note": "approved by nobody yet"})
     hashes = _artifact(legacy, "2026-W42", "approvals/approved-cover.jpg", b"cover")
-    write_week(legacy, "2026-W42", {"status": "approved", "approved_by": "editor", "approved_at": T, "artifacts": hashes})
+    write_week(
+        legacy, "2026-W42", {"status": "approved", "approved_by": "editor", "approved_at": T, "artifacts": hashes}
+    )
     write_week(legacy, "2026-W43", {"approval": {"state": "approved", "by": "ops", "at": "2026-W43-4T08:15Z"}})
     add_history_entry(legacy, "2026-W40", {"status": "rejected", "published_at": None})
     done = run_cli("--store", str(store_path), "migrate", "--from", str(legacy), "--apply")

@@ -222,7 +222,7 @@ def _object_claims(value: Any, claims: _Claims) -> tuple[str, Any] | None:
 
 
 def _reduced(text: str) -> str:
-    """Lower-case letters and digits only: ``Rejected-By``, ``rejectedBy``, ``ｒｅｊｅｃｔｅｄ_by`` are one name."""
+    """Lower-case letters and digits only: ``Rejected-By``, ``rejectedBy`` and a full-width spelling are one name."""
     return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
 
 
@@ -230,7 +230,9 @@ _SPELLINGS: Final = {_reduced(name): name for name in _TOP_LEVEL}
 
 
 def _not_read() -> str:
-    return f"looks like a decision, which the migration reads only as {_READ_AS}: record it so, or rename it or remove it"
+    return (
+        f"looks like a decision, which the migration reads only as {_READ_AS}: record it so, or rename it or remove it"
+    )
 
 
 def _field_names(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
