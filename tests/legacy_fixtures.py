@@ -164,8 +164,8 @@ APPROVAL_SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, str, str, str |
     "null": ("2026-W06", {"approval": None}, None),
     "top-level-approved": (
         "2026-W07",
-        {"approved_by": "lead", "approved_at": "2026-02-13"},
-        ("approved", "lead", "2026-02-13", None),
+        {"approved_by": "lead", "approved_at": "2026-02-13T09:30:00-05:00"},
+        ("approved", "lead", "2026-02-13T09:30:00-05:00", None),
     ),
     "top-level-rejected": (
         "2026-W08",
@@ -191,52 +191,56 @@ APPROVAL_SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, str, str, str |
     ),
 }
 
+#: A decision time in the one form the migration takes (ISO 8601 with a UTC offset).
+T = "2026-10-01T09:00:00Z"
+
 #: Approval fields no migration may guess at: name -> (the state's fields, the field the refusal names).
 BAD_APPROVALS: dict[str, tuple[dict[str, Any], str]] = {
-    "unknown-state": ({"approval": {"state": "maybe", "by": "x", "at": "t"}}, "field /approval/state: 'maybe'"),
-    "capitalised-state": ({"approval": {"state": "Approved", "by": "x", "at": "t"}}, "field /approval/state"),
+    "unknown-state": ({"approval": {"state": "maybe", "by": "x", "at": T}}, "field /approval/state: 'maybe'"),
+    "capitalised-state": ({"approval": {"state": "Approved", "by": "x", "at": T}}, "field /approval/state"),
     "not-an-object": ({"approval": "approved"}, "field /approval: expected an object or null, not str"),
-    "unknown-field": ({"approval": {"state": "approved", "by": "x", "at": "t", "note": "n"}}, "field /approval/note"),
-    "no-state": ({"approval": {"by": "x", "at": "t"}}, "field /approval: has neither state nor status"),
+    "unknown-field": ({"approval": {"state": "approved", "by": "x", "at": T, "note": "n"}}, "field /approval/note"),
+    "no-state": ({"approval": {"by": "x", "at": T}}, "field /approval: has neither state nor status"),
     "state-and-status-differ": (
-        {"approval": {"state": "approved", "status": "pending", "by": "x", "at": "t"}},
+        {"approval": {"state": "approved", "status": "pending", "by": "x", "at": T}},
         "field /approval/status: contradicts /approval/state",
     ),
-    "no-who": ({"approval": {"state": "approved", "at": "t"}}, "does not say who decided"),
+    "no-who": ({"approval": {"state": "approved", "at": T}}, "does not say who decided"),
     "no-when": ({"approval": {"state": "rejected", "by": "x"}}, "does not say when"),
-    "who-is-null": ({"approved_by": None, "approved_at": "t"}, "does not say who decided"),
-    "who-not-text": ({"approval": {"state": "approved", "by": 42, "at": "t"}}, "field /approval/by: the approver must"),
-    "who-a-list": ({"approved_by": ["a", "b"], "approved_at": "t"}, "field /approved_by: the approver must be text"),
-    "who-with-escapes": ({"approval": {"state": "approved", "by": "ed\x1b[2J", "at": "t"}}, "field /approval/by"),
+    "who-is-null": ({"approved_by": None, "approved_at": T}, "does not say who decided"),
+    "who-not-text": ({"approval": {"state": "approved", "by": 42, "at": T}}, "field /approval/by: the approver must"),
+    "who-a-list": ({"approved_by": ["a", "b"], "approved_at": T}, "field /approved_by: the approver must be text"),
+    "who-with-escapes": ({"approval": {"state": "approved", "by": "ed\x1b[2J", "at": T}}, "field /approval/by"),
     "who-differs": (
-        {"approval": {"state": "approved", "by": "x", "at": "t"}, "approved_by": "y"},
+        {"approval": {"state": "approved", "by": "x", "at": T}, "approved_by": "y"},
         "field /approved_by: says who decided differently from /approval/by",
     ),
     "when-not-text": ({"rejected_by": "x", "rejected_at": 20260101}, "field /rejected_at: must be a printable"),
+    "when-empty": ({"approval": {"state": "approved", "by": "x", "at": ""}}, "field /approval/at: must be a printable"),
     "approved-and-rejected": (
-        {"approved_by": "x", "approved_at": "t", "rejected_by": "y", "rejected_at": "t"},
+        {"approved_by": "x", "approved_at": T, "rejected_by": "y", "rejected_at": T},
         "field /rejected_by: contradicts /approved_by, /approved_at",
     ),
     "object-against-top-level": (
-        {"approval": {"state": "approved", "by": "x", "at": "t"}, "rejected_at": "t"},
+        {"approval": {"state": "approved", "by": "x", "at": T}, "rejected_at": T},
         "field /rejected_at: contradicts /approval/state",
     ),
     "pending-with-approver": (
         {"approval": {"state": "pending", "approved_by": "x"}},
         "field /approval/approved_by: contradicts /approval/state",
     ),
-    "flag-not-boolean": ({"approved": "yes", "approved_by": "x", "approved_at": "t"}, "field /approved: must be true"),
-    "flag-false-but-approver": ({"approved": False, "approved_by": "x", "approved_at": "t"}, "field /approved_by"),
+    "flag-not-boolean": ({"approved": "yes", "approved_by": "x", "approved_at": T}, "field /approved: must be true"),
+    "flag-false-but-approver": ({"approved": False, "approved_by": "x", "approved_at": T}, "field /approved_by"),
     "rejected-with-remote-ref": (
-        {"approval": {"state": "rejected", "by": "x", "at": "t"}, "provider": {"job_id": "acme-9"}},
+        {"approval": {"state": "rejected", "by": "x", "at": T}, "provider": {"job_id": "acme-9"}},
         "yet the state shows spending (remote reference /provider/job_id)",
     ),
     "rejected-with-cost": (
-        {"rejected_by": "x", "rejected_at": "t", "costs": [{"item": "tts", "amount": 0.5}]},
+        {"rejected_by": "x", "rejected_at": T, "costs": [{"item": "tts", "amount": 0.5}]},
         "yet the state shows spending (cost record /costs/0)",
     ),
     "rejected-but-completed": (
-        {"rejected_by": "x", "rejected_at": "t", "completed_at": "2026-03-01T00:00:00Z"},
+        {"rejected_by": "x", "rejected_at": T, "completed_at": "2026-03-01T00:00:00Z"},
         "yet the state shows spending (/completed_at)",
     ),
 }
@@ -268,3 +272,86 @@ def make_approval_legacy(root: Path) -> Path:
         },
     )
     return root
+
+
+#: Fields that look like a decision but are in no shape the migration reads (each migrated as
+#: undecided before): name -> (the state's fields, the pointer the refusal names, part of its reason).
+DECISION_LOOKALIKES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "rejectedBy": ({"rejectedBy": "finance", "rejectedAt": T}, "/rejectedBy", "looks like rejected_by"),
+    "rejected by": ({"rejected by": "finance", "rejected at": T}, "/rejected by", "looks like rejected_by"),
+    "rejected-by": ({"rejected-by": "finance", "rejected-at": T}, "/rejected-by", "looks like rejected_by"),
+    "Rejected.At": ({"Rejected.At": T}, "/Rejected.At", "looks like rejected_at"),
+    "full-width": ({"\uff52ejected_by": "finance"}, "/\uff52ejected_by", "looks like rejected_by"),
+    "approvedBy": ({"approvedBy": "editor", "approvedAt": T}, "/approvedBy", "looks like approved_by"),
+    "approved by": ({"approved by": "editor", "approved at": T}, "/approved by", "looks like approved_by"),
+    "approved-by": ({"approved-by": "editor", "approved-at": T}, "/approved-by", "looks like approved_by"),
+    "approvedAt-beside-a-pending-approval": (
+        {"approval": {"state": "pending"}, "approvedAt": T},
+        "/approvedAt",
+        "looks like approved_at",
+    ),
+    "decision": ({"decision": "rejected", "decided_by": "finance"}, "/decision", "looks like a decision"),
+    "decided_by": ({"decided_by": "finance", "decided_at": T}, "/decided_by", "looks like a decision"),
+    "approvals-list": ({"approvals": [{"by": "finance", "verdict": "no"}]}, "/approvals", "looks like a decision"),
+    "nested-rejected_by": (
+        {"review": {"rejected_by": "finance", "rejected_at": T}},
+        "/review/rejected_by",
+        "looks like a decision",
+    ),
+    "nested-approval-object": (
+        {"metadata": {"approval": {"state": "rejected", "by": "finance", "at": T}}},
+        "/metadata/approval",
+        "looks like a decision",
+    ),
+    "in-a-list": ({"reviews": [{"rejectedBy": "finance"}]}, "/reviews/0/rejectedBy", "looks like a decision"),
+    "in-a-cost-record": (
+        {"costs": [{"item": "tts", "amount": 0.5, "approved_by": "finance"}]},
+        "/costs/0/approved_by",
+        "looks like a decision",
+    ),
+    "pointer-escaped": ({"review/rejected~by": "finance"}, "/review~1rejected~0by", "looks like a decision"),
+    # Fail closed: a flag about approval is not read, so the operator says what it means.
+    "approval_required": ({"approval_required": True}, "/approval_required", "looks like a decision"),
+    "needs_approval": ({"needs_approval": True}, "/needs_approval", "looks like a decision"),
+    "pre_approved_budget": ({"pre_approved_budget": 100}, "/pre_approved_budget", "looks like a decision"),
+    # The top-level status is the one value the migration reads: a decision there must agree.
+    "status-rejected": ({"status": "rejected"}, "/status", "rejected, but the state does not say who decided"),
+    "status-Rejected": ({"status": "Rejected"}, "/status", "rejected, but the state does not say who decided"),
+    "status-approved": ({"status": "approved"}, "/status", "approved, but the state does not say who decided"),
+    "status-not-approved": ({"status": "not approved"}, "/status", "speaks of a decision"),
+    "status-against-the-approval": (
+        {"status": "rejected", "approval": {"state": "approved", "by": "editor", "at": T}},
+        "/status",
+        "contradicts /approval/state",
+    ),
+}
+
+#: Decision times the migration refuses (each was taken verbatim before): name -> (fields, pointer).
+BAD_DECISION_TIMES: dict[str, tuple[dict[str, Any], str]] = {
+    "yesterday": ({"approval": {"state": "approved", "by": "editor", "at": "yesterday"}}, "/approval/at"),
+    "naive-with-a-space": ({"approved_by": "editor", "approved_at": "2026-08-01 10:00"}, "/approved_at"),
+    "naive": ({"rejected_by": "finance", "rejected_at": "2026-08-01T10:00:00"}, "/rejected_at"),
+    "date-only": ({"approved_by": "editor", "approved_at": "2026-08-01"}, "/approved_at"),
+    "week-date-only": (
+        {"approval": {"state": "approved", "approved_by": "editor", "approved_at": "2026-W31-5"}},
+        "/approval/approved_at",
+    ),
+    "epoch-seconds-as-text": ({"rejected_by": "finance", "rejected_at": "1785571200"}, "/rejected_at"),
+    "zone-name": ({"approved_by": "editor", "approved_at": "2026-08-01T10:00:00 UTC"}, "/approved_at"),
+    "offset-with-seconds": ({"approved_by": "editor", "approved_at": "2026-08-01T10:00:00+01:00:30"}, "/approved_at"),
+    "impossible-day": ({"approved_by": "editor", "approved_at": "2026-02-30T10:00:00Z"}, "/approved_at"),
+    "trailing-blank": ({"approved_by": "editor", "approved_at": "2026-08-01T10:00:00Z "}, "/approved_at"),
+    "fullwidth-digits": (
+        {"approved_by": "editor", "approved_at": "\uff12\uff10\uff12\uff16-08-01T10:00:00Z"},
+        "/approved_at",
+    ),
+}
+
+
+def add_history_entry(root: Path, week: str, entry: dict[str, Any]) -> Path:
+    """``entry`` as ``week``'s entry of ``root/history.json`` (kept in file order); returns the file."""
+    path = root / "history.json"
+    history = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    history[week] = entry
+    path.write_text(json.dumps(history, indent=2) + "\n", encoding="utf-8")
+    return path

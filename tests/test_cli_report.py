@@ -103,6 +103,10 @@ def test_stored_text_cannot_reach_the_terminal(backend: Backend, store: EpisodeS
         (("--budget", "1e999"), "not '1e999'"),
         (("--budget", "-1"), "not '-1'"),
         (("--budget", "ten"), "a budget is a number, not 'ten'"),
+        (("--budget", ""), "a budget is a number, not ''"),
+        (("--budget", "inf"), "argument --budget: a budget is a finite number >= 0, not 'inf'"),
+        (("--budget=-inf",), "not '-inf'"),
+        (("--budget=-nan",), "not '-nan'"),
         (("--tz", "Mars/Base"), "invalid time zone 'Mars/Base'"),
     ],
 )
@@ -125,6 +129,33 @@ def test_the_widest_range_is_accepted_and_bad_input_through_the_process(backend:
     assert (len(weeks), weeks[0], weeks[-1]) == (104, "2025-W01", "2026-W52")
     bad = run_cli("--store", backend.url, "report", "--budget", "1e999")
     assert bad.code == 2 and "1e999" in bad.error_line()
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (("--budget", "-0"), "-0"),
+        (("--budget", "-0.0"), "-0.0"),
+        (("--budget=-0e3",), "-0e3"),
+        (("--budget=-.000",), "-.000"),
+        (("--budget= -0",), " -0"),
+    ],
+)
+def test_a_negative_zero_budget_is_refused_in_one_line_and_zero_is_a_budget(
+    backend: Backend, store: EpisodeStore, args: tuple[str, ...], text: str
+) -> None:
+    """``--budget -0`` was taken (-0.0 is not below 0) and printed "of budget -0.00"."""
+    store.allocate(WEEK, "k")
+    before = backend.snapshot()
+    bad = run_cli("--store", backend.url, "report", "--week", WEEK, *args)
+    assert (bad.code, bad.stdout) == (2, "")
+    assert bad.error_line() == (
+        f"idempotent-jobs report: error: argument --budget: a budget is a finite number >= 0, not {text!r}"
+    )
+    assert backend.snapshot() == before
+    zero = run_cli("--store", backend.url, "report", "--week", WEEK, "--budget", "0")
+    assert zero.code == 0, zero.stderr
+    assert zero.stdout.startswith(f"{WEEK}  1 episode  spend 0.00 of budget 0.00\n"), zero.stdout
 
 
 def test_an_unreachable_database_is_one_line_without_its_password() -> None:

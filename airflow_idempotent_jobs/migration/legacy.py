@@ -14,7 +14,8 @@ The state object is kept whole; these parts of it are recognised wherever they s
 - a cost record: any object with a numeric ``amount`` inside a list under the key ``costs``;
 - artifact hashes: a top-level ``artifacts`` object ``{relative path: sha256 or {"sha256": ...}}``;
 - completion: a top-level ``completed_at`` that is not null means the job finished;
-- an approval: the top-level fields `legacy_approval` lists; one in doubt refuses the whole migration.
+- an approval: the top-level fields `legacy_approval` lists; one in doubt refuses the whole migration,
+  and so does any other field that looks like a decision, there or in the week's history entry.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from .legacy_approval import (
     LegacyApprovalError,
     LegacyApprovalRefused,
     LegacyDecision,
+    json_pointer,
     read_legacy_approval,
+    refuse_history_decisions,
     refuse_rejected_spending,
 )
 
@@ -183,7 +186,7 @@ def _walk(value: Any, pointer: str) -> Iterator[tuple[str, str, Any]]:
     """(pointer, key, value) for every member of every object, depth first, in file order."""
     if isinstance(value, dict):
         for key, item in value.items():
-            child = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+            child = json_pointer(pointer, key)
             yield child, str(key), item
             yield from _walk(item, child)
     elif isinstance(value, list):
@@ -272,11 +275,16 @@ def _read_state(state_path: Path) -> dict[str, Any]:
     return state
 
 
-def _approval(state_path: Path, state: Mapping[str, Any]) -> LegacyDecision | None:
+def _approval(root: Path, week: str, state: Mapping[str, Any], history: Mapping[str, Any]) -> LegacyDecision | None:
     """The state's decision; `LegacyApprovalRefused` (the whole migration) for one in doubt.
 
     ValueError from the cost records is left to the caller: that week is skipped, as before.
     """
+    state_path = root / week / LEGACY_STATE_FILE
+    try:
+        refuse_history_decisions(week, history.get(week))
+    except LegacyApprovalError as exc:
+        raise LegacyApprovalRefused(str(root / LEGACY_HISTORY_FILE), exc) from None
     try:
         decision = read_legacy_approval(state)
         spending = [f"remote reference {r.pointer}" for r in extract_refs(state)]
@@ -300,7 +308,7 @@ def _read_job(root: Path, week: WeekId, history: Mapping[str, Any]) -> LegacyJob
         # Each amount may be a number (a refund is negative) while the job's cost, which the
         # episode records, is none: the record would be unreadable after the migration.
         raise ValueError(f"the cost records add up to {total}, {problem}: not a cost an episode can record")
-    approval = _approval(state_path, state)
+    approval = _approval(root, str(week), state, history)
     files = _list_files(week_dir)
     by_path = {f.path: f for f in files}
     for path, digest in recorded_hashes(state).items():
@@ -329,7 +337,7 @@ def check_legacy_approvals(root: Path) -> None:
     lock or creates anything; weeks the scan would skip are passed over here.
     """
     root = root.absolute()
-    validate_legacy_root(root)
+    history, _sha = validate_legacy_root(root)
     try:
         names = sorted(os.listdir(root))
     except OSError:
@@ -337,17 +345,17 @@ def check_legacy_approvals(root: Path) -> None:
     for name in names:
         path = root / name
         try:
-            WeekId.parse(name)
+            week = str(WeekId.parse(name))
         except InvalidIdentifier:
             continue
         if path.is_symlink() or not path.is_dir():
             continue
         try:
-            state = _read_state(path / LEGACY_STATE_FILE)
+            state = _read_state(root / week / LEGACY_STATE_FILE)
             extract_costs(state)
         except (ValueError, OSError):
             continue
-        _approval(path / LEGACY_STATE_FILE, state)
+        _approval(root, week, state, history)
 
 
 def scan_legacy(root: Path) -> LegacyScan:

@@ -5,25 +5,33 @@ decision as long as they agree)::
 
     "approval": {"state" | "status": "approved" | "rejected" | "pending" | "none",
                  "by" | "approved_by" | "rejected_by": text,
-                 "at" | "approved_at" | "rejected_at": text,
+                 "at" | "approved_at" | "rejected_at": time,
                  "comment": text}                  (or "approval": null)
     "approved_by", "approved_at"                   an approval
     "rejected_by", "rejected_at"                   a rejection
     "approved": true | false                       true: an approval (``approved_by``/``_at`` name it)
+    "status": "approved" | "rejected"              must agree with the fields above
+              | "pending_approval" | "awaiting_approval"   (no decision); other statuses say nothing
 
-``approved``/``rejected`` become the decision; ``pending``, ``none``, ``approved: false`` and no
-field at all are "no decision"; a field that is null says nothing (``"rejected_by": null`` beside an
-approval, or every field null in a job nobody decided yet). Anything else is refused, never guessed:
-an unknown value or field inside ``approval``, a top-level name that differs from one above only in
-case or surrounding blanks (``Rejected_By``: read as nothing, a rejection would be lost), fields that
-contradict each other, a decision without who or when, an approver that is not text, and a rejection
-of a job that shows spending (a remote reference, a cost record, a completion): each is
+A time is ISO 8601 date and time with a UTC offset or ``Z`` (``2026-08-01T10:00:00+02:00``), kept as
+written. ``approved``/``rejected`` become the decision; ``pending``, ``none``, ``approved: false`` and
+no field at all are "no decision"; a field that is null says nothing. Anything else is refused, never
+guessed: an unknown value or field inside ``approval``; any other field, at any depth of the state or
+of the week's ``history.json`` entry, whose name looks like a decision (`looks_like_a_decision`:
+``rejectedBy``, ``Rejected By``, ``review.rejected_by``, ``needs_approval``), since it would be read as
+nothing and a rejection lost; a status that speaks of another decision (``not approved``); fields
+that contradict each other; a decision without who or when; an approver that is not text; a time
+without a date, a time of day and an offset (``yesterday``, a naive ``2026-08-01 10:00``); and a
+rejection of a job that shows spending (a remote reference, a cost record, a completion): each is
 `LegacyApprovalError` naming the field as an RFC 6901 pointer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,7 +43,10 @@ __all__ = [
     "LegacyApprovalError",
     "LegacyApprovalRefused",
     "LegacyDecision",
+    "json_pointer",
+    "looks_like_a_decision",
     "read_legacy_approval",
+    "refuse_history_decisions",
     "refuse_rejected_spending",
 ]
 
@@ -47,8 +58,23 @@ _WHO: Final = ("by", "approved_by", "rejected_by")
 _WHEN: Final = ("at", "approved_at", "rejected_at")
 #: The top-level names this module reads.
 _TOP_LEVEL: Final = frozenset({"approval", "approved", "approved_by", "approved_at", "rejected_by", "rejected_at"})
-#: Longest legacy timestamp text taken over (it is shown, not parsed: legacy formats vary).
+_READ_AS: Final = "approval, approved, approved_by/_at or rejected_by/_at at the top level of state.json"
+#: What a field's name holds, once reduced to lower-case letters and digits, when it speaks of a decision.
+_DECISION_WORDS: Final = ("approv", "reject", "decision", "decided")
+#: A top-level ``status`` that speaks of a decision: the decisions it allows (reduced as names are).
+_STATUSES: Final = {
+    "approved": frozenset({Decision.APPROVED}),
+    "rejected": frozenset({Decision.REJECTED}),
+    "pendingapproval": frozenset({None}),
+    "awaitingapproval": frozenset({None}),
+}
+#: Top-level objects whose keys are data (artifact paths), not field names; their values are fields.
+_KEYED_BY_DATA: Final = frozenset({"artifacts"})
+#: Longest legacy timestamp text taken over (kept as written once it is proved a time).
 _MAX_AT: Final = 64
+#: ISO 8601: a calendar or week date, a time of day, then ``Z`` or an offset in hours and minutes.
+#: `datetime.fromisoformat` proves the values; alone it takes a naive time, any separator, offset seconds.
+_TIME_SHAPE: Final = re.compile(r"[0-9W-]{8,10}[Tt ][0-9:.,]+(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)", re.ASCII)
 
 
 class LegacyApprovalError(ValueError):
@@ -118,6 +144,7 @@ def read_legacy_approval(state: Mapping[str, Any]) -> LegacyDecision | None:
     comment: tuple[str, Any] | None = None
     if "approval" in state and state["approval"] is not None:
         comment = _object_claims(state["approval"], claims)
+    _refuse_lookalikes(state)
     _top_level_claims(state, claims)
     decision = _one_decision(claims)
     if decision is None:
@@ -134,8 +161,7 @@ def read_legacy_approval(state: Mapping[str, Any]) -> LegacyDecision | None:
         validate_actor(by, by_pointer)
     except InvalidIdentifier as exc:
         raise LegacyApprovalError(by_pointer, exc.reason) from None
-    if not isinstance(at, str) or not at.strip() or len(at) > _MAX_AT or not at.isprintable():
-        raise LegacyApprovalError(at_pointer, f"must be a printable timestamp of at most {_MAX_AT} characters")
+    _check_time(at_pointer, at)
     text = None
     if comment is not None:
         try:
@@ -143,6 +169,26 @@ def read_legacy_approval(state: Mapping[str, Any]) -> LegacyDecision | None:
         except InvalidIdentifier as exc:
             raise LegacyApprovalError(comment[0], exc.reason) from None
     return LegacyDecision(decision, by, at, text)
+
+
+def looks_like_a_decision(name: str) -> bool:
+    """Whether a field's name speaks of a decision, whatever its case, blanks, punctuation or width."""
+    return any(word in _reduced(name) for word in _DECISION_WORDS)
+
+
+def json_pointer(parent: str, key: object) -> str:
+    """``parent`` extended by one member name, escaped as RFC 6901 says (``~0``, ``~1``)."""
+    return f"{parent}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def refuse_history_decisions(week: str, entry: Any) -> None:
+    """`LegacyApprovalError` for a field of a week's history entry that looks like a decision.
+
+    The entry is kept with the episode but no decision is read from it: one there would be lost.
+    """
+    for pointer, name in _field_names(entry, json_pointer("", week)):
+        if looks_like_a_decision(name):
+            raise LegacyApprovalError(pointer, _not_read())
 
 
 def refuse_rejected_spending(decision: LegacyDecision | None, spending: list[str]) -> None:
@@ -175,18 +221,69 @@ def _object_claims(value: Any, claims: _Claims) -> tuple[str, Any] | None:
     return ("/approval/comment", value["comment"]) if "comment" in value else None
 
 
+def _reduced(text: str) -> str:
+    """Lower-case letters and digits only: ``Rejected-By``, ``rejectedBy`` and a full-width spelling are one name."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
+
+
+_SPELLINGS: Final = {_reduced(name): name for name in _TOP_LEVEL}
+
+
+def _not_read() -> str:
+    return (
+        f"looks like a decision, which the migration reads only as {_READ_AS}: record it so, or rename it or remove it"
+    )
+
+
+def _field_names(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """(pointer, name) of every member of every object under ``value``, depth first, in file order."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            child = json_pointer(pointer, key)
+            yield child, str(key)
+            yield from _field_names(item, child)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _field_names(item, f"{pointer}/{index}")
+
+
+def _refuse_lookalikes(state: Mapping[str, Any]) -> None:
+    """A field named like a decision outside the shapes this module reads would be read as nothing."""
+    for name, value in state.items():
+        pointer = json_pointer("", name)
+        if name in _TOP_LEVEL:  # read as a decision; ``approval``'s members are checked by _object_claims
+            continue
+        if _reduced(name) in _SPELLINGS:
+            spelled = _SPELLINGS[_reduced(name)]
+            raise LegacyApprovalError(pointer, f"looks like {spelled} but is not spelled so: rename it or remove it")
+        if looks_like_a_decision(name):
+            raise LegacyApprovalError(pointer, _not_read())
+        if name in _KEYED_BY_DATA and isinstance(value, Mapping):
+            fields = [f for key, item in value.items() for f in _field_names(item, json_pointer(pointer, key))]
+        else:
+            fields = list(_field_names(value, pointer))
+        for child, field in fields:
+            if looks_like_a_decision(field):
+                raise LegacyApprovalError(child, _not_read())
+
+
 def _top_level_claims(state: Mapping[str, Any], claims: _Claims) -> None:
-    for name in state:
-        plain = name.strip().lower() if isinstance(name, str) else name
-        if plain in _TOP_LEVEL and plain != name:
-            pointer = "/" + name.replace("~", "~0").replace("/", "~1")
-            raise LegacyApprovalError(pointer, f"looks like {plain} but is not spelled so: rename it or remove it")
     if "approved" in state:
         flag = state["approved"]
         if not isinstance(flag, bool):
             raise LegacyApprovalError("/approved", f"must be true or false, not {flag!r:.60}")
         allowed = {Decision.APPROVED} if flag else {None, Decision.REJECTED}
         claims.decisions.append(("/approved", frozenset(allowed)))
+    status = state.get("status")
+    if isinstance(status, str) and looks_like_a_decision(status):
+        if _reduced(status) not in _STATUSES:
+            raise LegacyApprovalError(
+                "/status",
+                f"{status!r:.60} speaks of a decision the migration cannot read (it reads approved, rejected, "
+                "pending_approval, awaiting_approval): say it so, or record the decision as "
+                f"{_READ_AS}",
+            )
+        claims.decisions.append(("/status", _STATUSES[_reduced(status)]))
     _named_claims({k: v for k, v in state.items() if k.startswith(("approved_", "rejected_"))}, "/", claims)
 
 
@@ -203,6 +300,20 @@ def _named_claims(fields: Mapping[str, Any], prefix: str, claims: _Claims) -> No
             claims.who.append((prefix + name, value))
         elif name in _WHEN:
             claims.when.append((prefix + name, value))
+
+
+def _check_time(pointer: str, at: Any) -> None:
+    """A decision time names its instant: a date, a time of day and its UTC offset, all of them real."""
+    problem = (
+        f"must be a printable ISO 8601 date and time with a UTC offset or Z, at most {_MAX_AT} characters "
+        f"(2026-08-01T10:00:00+02:00), not {at!r:.60}"
+    )
+    if not isinstance(at, str) or len(at) > _MAX_AT or not _TIME_SHAPE.fullmatch(at):
+        raise LegacyApprovalError(pointer, problem)
+    try:
+        dt.datetime.fromisoformat(at)
+    except ValueError:  # 2026-02-30, 25:00, an offset past 24 h
+        raise LegacyApprovalError(pointer, problem) from None
 
 
 def _one_decision(claims: _Claims) -> Decision | None:
