@@ -30,22 +30,24 @@ def checked_request(task_id: str, value: Any, *, function: str | None = None) ->
         with task_errors():
             request_fingerprint(value)
         return dict(value)
-    if function is None:
-        what, verb, empty, done = "request", "pass", "request={}", "nothing was read or sent"
-    else:
-        what, verb, empty, done = f"the request {function}() returned", "return", "{}", "nothing was sent"
+    if function is not None:  # the wording @task.paid_generation has always had, with the same hints
+        hints = {type(None): "; return {} for an empty request", str: "; text is never parsed as JSON"}
+        raise AirflowFailException(
+            f"{task_id}: {function}() must return the request as a JSON object (a dict), not "
+            f"{type(value).__name__}{hints.get(type(value), '')}; nothing was sent"
+        )
     if value is None:
-        hint = f"{verb} a dict ({empty} for an empty request)"
+        hint = "pass a dict (request={} for an empty request)"
     elif isinstance(value, str):
-        hint = f"{verb} a dict; text is never parsed as JSON"
-        if function is None:
-            hint += (
-                " (a template renders text unless the DAG sets render_template_as_native_obj=True,"
-                " which renders '{{ params.req }}' as the dict itself)"
-            )
+        hint = (
+            "pass a dict; text is never parsed as JSON (a template renders text unless the DAG sets"
+            " render_template_as_native_obj=True, which renders '{{ params.req }}' as the dict itself)"
+        )
     else:
-        hint = f"{verb} a dict"
-    raise AirflowFailException(f"{task_id}: {what} is {_kind(value)}, not a JSON object (a dict): {hint}; {done}")
+        hint = "pass a dict"
+    raise AirflowFailException(
+        f"{task_id}: request is {_kind(value)}, not a JSON object (a dict): {hint}; nothing was read or sent"
+    )
 
 
 def _kind(value: Any) -> str:

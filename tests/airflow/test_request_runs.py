@@ -113,7 +113,9 @@ def test_a_decorated_function_that_returns_no_dict_fails_the_first_try(request_r
     assert result["lookups"] == []  # its store is a path; the provider's Connection is never read
     assert result["submissions"] == 0
     log = Path(request_results["_log"]).read_text(errors="replace")
-    for function, kind in (("returns_text", "a str"), ("returns_none", "None"), ("returns_pairs", "a list")):
-        assert f"{function}: the request {function}() returned is {kind}" in log, function
+    for function, kind in (("returns_text", "str"), ("returns_none", "NoneType"), ("returns_pairs", "list")):
+        assert f"{function}: {function}() must return the request as a JSON object (a dict), not {kind}" in log
+    assert "not str; text is never parsed as JSON; nothing was sent" in log
+    assert "not NoneType; return {} for an empty request; nothing was sent" in log
     sequences = range(DECORATED_FIRST, DECORATED_FIRST + 3)
     assert {results["store"][f"2026-W32-{n}"] for n in sequences} == {"none"}
