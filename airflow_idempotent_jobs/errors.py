@@ -20,6 +20,7 @@ __all__ = [
     "InvalidConfiguration",
     "InvalidIdentifier",
     "StoreCorrupted",
+    "StoreMissing",
     "StoreUnavailable",
     "SubmissionStateUnknown",
 ]
@@ -98,6 +99,14 @@ class StoreCorrupted(IdempotentJobsError):
 
 class StoreUnavailable(IdempotentJobsError):
     """The store cannot be reached or locked (lock timeout, unwritable root, database down)."""
+
+
+class StoreMissing(StoreUnavailable):
+    """A reader (`EpisodeStore.require_existing`) found no store at all: nothing was ever written there.
+
+    A class of its own so that a dry run (``airflow tasks test``) can tell a store not created yet,
+    which it can answer for, from one it cannot read.
+    """
 
 
 class IllegalTransition(IdempotentJobsError):

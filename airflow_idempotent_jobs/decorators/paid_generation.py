@@ -81,19 +81,17 @@ class _PaidGenerationDecoratedOperator(DecoratedOperator, PaidGenerationOperator
                 raise AirflowFailException(f"{self.task_id}: the request is built only while the task runs")
             context_merge(self._context, self.op_kwargs)
             kwargs = determine_kwargs(self.python_callable, self.op_args, self._context)
-            request = self.python_callable(*self.op_args, **kwargs)
-            if not isinstance(request, Mapping):
-                raise AirflowFailException(
-                    f"{self.task_id}: {self.python_callable.__name__}() must return the request as a JSON "
-                    f"object (a dict), not {type(request).__name__}; nothing was sent"
-                )
+            from ..operators._request import checked_request
             from ..paid.fingerprint import request_fingerprint
 
-            with task_errors():  # InvalidRequest (NaN, a key that is not text): no retry
-                fingerprint = request_fingerprint(request)
-            self.log.info("Request built by %s(): %s", self.python_callable.__name__, fingerprint)
-            self._built = dict(request)
+            name = self.python_callable.__name__
+            built = checked_request(self.task_id, self.python_callable(*self.op_args, **kwargs), function=name)
+            self.log.info("Request built by %s(): %s", name, request_fingerprint(built))
+            self._built = built
         return self._built
+
+    def _validated_request(self) -> None:
+        """No ``request=`` to check up front: the function's return value is checked when it returns."""
 
 
 def paid_generation_task(python_callable: Callable[..., Any] | None = None, **kwargs: Any) -> TaskDecorator:

@@ -217,20 +217,34 @@ class AllocateEpisodeOperator(StoreOperator):
         return value, source
 
     def _dry_run(self, week: WeekId, key: str, run_id: str) -> None:
-        """``airflow tasks test``: say what would be allocated, write nothing."""
+        """``airflow tasks test``: say what would be allocated, reading the store as a reader does.
+
+        `EpisodeStore.require_existing` first: nothing is created (no schema, no directory), an older
+        schema is not migrated, nothing is written. No store yet is a fresh deployment (the first real
+        run takes the week's first number); a store this code cannot read fails the task without retry.
+        """
+        from ..errors import IdempotentJobsError, StoreMissing
+
         store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
         try:
-            held = store.find(key)
-            used = [e.sequence for e in store.list(week)]
+            store.require_existing()
+            held, used, fresh = store.find(key), [e.sequence for e in store.list(week)], ""
+        except StoreMissing:
+            held, used, fresh = None, [], f" (no store at {store.location} yet: the first real run creates it)"
+        except IdempotentJobsError as exc:
+            raise AirflowFailException(
+                f"Test run {run_id}: cannot tell what it would allocate: {exc}; nothing was written"
+            ) from exc
         finally:
             store.close()
         next_id = f"{week}-{max(used) + 1 if used else 0}"
         would = f"reuse {held.episode_id}" if held is not None else f"allocate {next_id}"
         self.log.warning(
-            "Test run %s: would %s for key %r; nothing persisted (pass allow_test_runs=True to allocate)",
+            "Test run %s: would %s for key %r%s; nothing persisted (pass allow_test_runs=True to allocate)",
             run_id,
             would,
             key,
+            fresh,
         )
 
     def _report(self, context: Context, episode: Episode, store: EpisodeStore) -> None:

@@ -46,7 +46,10 @@ class PaidGenerationOperator(StoreOperator):
     :param provider_hook: ``"package.module.Class"`` of a `PaidProviderHook` subclass that builds
         the provider from ``provider_conn_id``; it wins over the connection's type. Resolved
         after the episode is loaded; a path that cannot work fails the task without retry.
-    :param request: templated JSON-like request sent to the provider.
+    :param request: templated JSON object (a dict) sent to the provider; ``{}`` for an empty one.
+        Anything else (``None`` or no request, text, a list, a number) fails the task on its first
+        try, before anything is read: text is never parsed, so a template such as
+        ``"{{ params.req }}"`` needs a DAG with ``render_template_as_native_obj=True``.
     :param deferrable: hand polling to the triggerer instead of holding a worker slot.
     :param poll_timeout: seconds to wait for a terminal state (per try; a retry resumes polling).
     :param poll_initial_delay: first delay between status calls; doubles up to ``poll_max_delay``.
@@ -168,7 +171,7 @@ class PaidGenerationOperator(StoreOperator):
             store.close()
 
     def _validated_settings(self) -> None:
-        """Costs, budget and result bound that cannot work fail the task before anything is read or sent."""
+        """A request, costs, budget and result bound that cannot work fail the task before anything is read or sent."""
         from ..errors import InvalidConfiguration
         from ..paid.budget import checked_amount
 
@@ -179,14 +182,21 @@ class PaidGenerationOperator(StoreOperator):
                 " nothing was read or sent"
             )
         self.require_approval = rendered
+        self._validated_request()
         with task_errors():
             checked_amount("estimated_cost", self.estimated_cost)
             checked_amount("weekly_budget", self.weekly_budget)
             if type(self.max_result_bytes) is not int or self.max_result_bytes < 0:
                 raise InvalidConfiguration(self.task_id, "max_result_bytes", "must be a whole number >= 0")
 
+    def _validated_request(self) -> None:
+        """``request=`` that is not a dict fails here, before the store's or provider's connection is read."""
+        self._request()
+
     def _request(self) -> dict[str, Any]:
-        return dict(self.request or {})
+        from ._request import checked_request
+
+        return checked_request(self.task_id, self.request)
 
     def _redacted(self, text: str) -> str:
         """``text`` through the provider's ``redact`` (the trigger did it already: defence in depth)."""

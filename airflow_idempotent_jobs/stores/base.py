@@ -75,7 +75,8 @@ class EpisodeStore(abc.ABC):
 
     @abc.abstractmethod
     def require_existing(self) -> None:
-        """`StoreUnavailable` unless a store this code can read is here; never creates, upgrades or locks.
+        """`StoreUnavailable` unless a store this code can read is here (`StoreMissing` when nothing was
+        ever written there); never creates, upgrades or locks.
 
         For readers that must not write (Airflow's page): every other call creates the store on first use.
         """

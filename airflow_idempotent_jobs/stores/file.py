@@ -38,7 +38,14 @@ from typing import TYPE_CHECKING
 
 from .. import safe_json
 from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import AllocationConflict, InvalidConfiguration, InvalidIdentifier, StoreCorrupted, StoreUnavailable
+from ..errors import (
+    AllocationConflict,
+    InvalidConfiguration,
+    InvalidIdentifier,
+    StoreCorrupted,
+    StoreMissing,
+    StoreUnavailable,
+)
 from ..identity import EpisodeId, WeekId
 from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
@@ -168,9 +175,7 @@ class FileEpisodeStore(EpisodeStore):
         with self.io_errors():
             exists = self._root_exists()
         if not exists:
-            raise StoreUnavailable(
-                f"no episode store at {self.root}: nothing was ever written there (readers create none)"
-            )
+            raise StoreMissing(f"no episode store at {self.root}: nothing was ever written there (readers create none)")
 
     def _root_exists(self) -> bool:
         """False when there is no store yet; `StoreCorrupted` when the root is not a real directory."""

@@ -57,6 +57,7 @@ from ..errors import (
     IdempotentJobsError,
     InvalidConfiguration,
     StoreCorrupted,
+    StoreMissing,
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
@@ -307,7 +308,7 @@ class PostgresEpisodeStore(EpisodeStore):
         with self._translated(), self._reader.connect() as conn:
             found = pg_schema.current_version(conn, self.schema)
         if found is None:
-            raise StoreUnavailable(
+            raise StoreMissing(
                 f"no episode store in schema {self.schema} of {self._location}: nothing was ever written there "
                 "(readers create none)"
             )

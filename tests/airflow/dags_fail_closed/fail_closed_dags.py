@@ -55,7 +55,9 @@ with DAG("ijg_default_store", schedule=None, start_date=UTC_START, default_args=
 
 # The paid step opens its store the same way: refused before any connection is read.
 with DAG("ijg_default_store_paid", schedule=None, start_date=UTC_START, default_args=RETRY_3):
-    ReportingPaid(task_id="generate", episode_id="2026-W32-0", provider_conn_id="ijg_no_such_provider")
+    ReportingPaid(
+        task_id="generate", episode_id="2026-W32-0", provider_conn_id="ijg_no_such_provider", request={"prompt": "x"}
+    )
 
 with DAG("ijg_explicit_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     ReportingAllocate(task_id="by_store", store=store_for("ijg_explicit_store"))
@@ -125,6 +127,7 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
         task_id="generate",
         episode_id="2026-W32-9",
         provider_conn_id="ijg_no_such_provider",
+        request={"prompt": "x"},
         store=PG_STORE.replace("ijg_pg_pass", "ijg_pg_pw"),
     )
     # A template laid out over several lines renders the URL with blanks around it: refused, and
