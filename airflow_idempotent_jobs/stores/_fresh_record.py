@@ -23,6 +23,9 @@ __all__ = ["record_bytes"]
 
 #: A number no record holds, standing for a number in the template (the sequence, the map index).
 _NUMBER = 987654321987
+#: ``json.dumps(value, ensure_ascii=False)`` for the text, null and numbers of the gaps, without
+#: building an encoder per call.
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 #: The owner's fields in the template, each a gap named ``owner_<field>``.
 _OWNER_FIELDS = ("dag_id", "task_id", "run_id", "map_index")
 
@@ -57,14 +60,13 @@ def record_bytes(episode: Episode) -> bytes:
     """``dump_json(episode.to_record())``, from the template when the record is fresh."""
     if not is_fresh(episode):
         return dump_json(episode.to_record())
-    owner = episode.metadata.get(OWNER_KEY)
-    literals, gaps = _template(owner is not None)
-    values: dict[str, Any] = {name: getattr(episode, name) for name in ("episode_id", "week_id", "allocation_key")}
-    values.update(fingerprint=episode.fingerprint, created_at=episode.created_at)
-    if owner is not None:
-        values.update({f"owner_{name}": owner[name] for name in _OWNER_FIELDS})
+    owner: dict[str, Any] = episode.metadata.get(OWNER_KEY) or {}
+    literals, gaps = _template(bool(owner))
     out = [literals[0]]
     for gap, literal in zip(gaps, literals[1:], strict=True):
-        out.append(str(episode.sequence) if gap == "sequence" else json.dumps(values[gap], ensure_ascii=False))
+        if gap == "sequence":
+            out.append(str(episode.sequence))
+        else:
+            out.append(_encode(owner[gap[6:]] if gap.startswith("owner_") else getattr(episode, gap)))
         out.append(literal)
     return "".join(out).encode("utf-8")
