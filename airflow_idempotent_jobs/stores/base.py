@@ -19,9 +19,9 @@ from ..owner import OWNER_KEY, Owner
 __all__ = ["EpisodeStore", "StoreSession"]
 
 WeekLike = Union[str, WeekId]
+EpisodeLike = Union[str, EpisodeId]
 #: Stands for a metadata key that is not there (an owner may only be written by the allocation).
 _ABSENT = object()
-EpisodeLike = Union[str, EpisodeId]
 
 
 class StoreSession(Protocol):
