@@ -7,7 +7,6 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..owner import Owner
 from ..ui.links import EpisodeLink
 from . import _metrics
 from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
@@ -150,6 +149,8 @@ class AllocateEpisodeOperator(StoreOperator):
             if run_id.startswith(TEMPORARY_RUN_PREFIX) and not self.allow_test_runs:
                 self._dry_run(week, key, run_id)
                 return None
+            from ..owner import Owner  # here: DAG files import this module on every parse
+
             owner = Owner.of_task(ti.dag_id, ti.task_id, run_id, ti.map_index)
             store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
             try:
