@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import safe_json
+from ..check import DamagedRecord, WeekRead
 from ..episode import SCHEMA_VERSION, Episode, utc_now
 from ..errors import (
     AllocationConflict,
@@ -644,17 +645,23 @@ class FileEpisodeStore(EpisodeStore):
                 continue
         return sorted(weeks)
 
-    def _scan(self, week: WeekId | None) -> Iterator[Episode]:
+    def _scan(self, week: WeekId | None, damaged: builtins.list[DamagedRecord] | None = None) -> Iterator[Episode]:
         """Every committed episode: the records, and those known only from their history entry.
 
         The history is read after the directory listing: an entry whose record was renamed into
         place in between is read from its record, so an episode committed before the scan began is
-        never left out.
+        never left out. With ``damaged``, a record or history that is `StoreCorrupted` is appended
+        there and skipped (`read_week`); without it, it raises.
         """
         for each_week in [week] if week is not None else self.weeks():
-            seen = set()
+            seen = set()  # read, or damaged: never read again from its entry
             for episode_id in self.committed_ids(each_week):
-                episode = self._record(episode_id)
+                try:
+                    episode = self._record(episode_id)
+                except StoreCorrupted as exc:
+                    _skip(damaged, str(episode_id), exc)
+                    seen.add(str(episode_id))
+                    continue
                 if episode is not None:  # else known from its entry below, or lost after a rewrite
                     seen.add(episode.episode_id)
                     yield episode
@@ -662,9 +669,30 @@ class FileEpisodeStore(EpisodeStore):
                 log = read_week_log(self.history_path(each_week), each_week)
             except FileNotFoundError:
                 continue
+            except StoreCorrupted as exc:
+                _skip(damaged, None, exc)
+                continue
             for entry in log.entries:
                 if entry["episode_id"] not in seen:
-                    found = self._load(EpisodeId(each_week, entry["sequence"]), dirs_checked=True)
+                    try:
+                        found = self._load(EpisodeId(each_week, entry["sequence"]), dirs_checked=True)
+                    except StoreCorrupted as exc:
+                        _skip(damaged, entry["episode_id"], exc)
+                        continue
                     if found is not None:
                         seen.add(found.episode_id)
                         yield found
+
+    def _read_week(self, week: WeekId) -> WeekRead:
+        read = WeekRead([])
+        with self.io_errors():
+            if self._root_exists():
+                read.episodes.extend(self._scan(week, read.damaged))
+        return read
+
+
+def _skip(damaged: builtins.list[DamagedRecord] | None, episode_id: str | None, exc: StoreCorrupted) -> None:
+    """Name the damage in ``damaged`` and go on (`read_week`), or raise it when the caller skips nothing."""
+    if damaged is None:
+        raise exc
+    damaged.append(DamagedRecord(episode_id, exc.where, exc.reason))

@@ -109,7 +109,7 @@ def create_app() -> FastAPI:
 
     def visible(user: BaseUser) -> EpisodeStore:
         # The read model's functions take a store; they call only list() and get(), which the view filters.
-        return cast("EpisodeStore", VisibleStore(store.get(), access_for(user).may_see))
+        return cast("EpisodeStore", VisibleStore(store.get(), access_for(user)))
 
     @app.get("/api/weeks")
     async def api_weeks(user: ApiUser) -> dict[str, Any]:
