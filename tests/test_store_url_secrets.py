@@ -1,0 +1,86 @@
+"""No part of a store URL's password in any message, whatever the URL's shape (issue 19, item 5).
+
+A password holding an unencoded ``?``, ``@``, ``#`` or ``/`` used to be split by one parser or
+another into the query, the host or the database, and printed from there. The command is run as
+a real process with ``--store`` and with ``IDEMPOTENT_JOBS_STORE``; a URL the store can read ends
+in "unavailable" (nothing listens on port 1: exit 5), any other is refused unread (exit 2).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from airflow_idempotent_jobs import open_store
+from airflow_idempotent_jobs.errors import IdempotentJobsError, InvalidConfiguration, StoreUnavailable
+from tests.clirun import run_cli
+from tests.hostile_store_urls import HOSTILE, Hostile, leaked
+
+#: Where every hostile URL points: a port where nothing listens, so reading the URL is all that succeeds.
+NOWHERE = "127.0.0.1:1/ij"
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=[h.name for h in HOSTILE])
+def test_the_command_never_shows_any_part_of_the_password(tmp_path: Path, hostile: Hostile) -> None:
+    url = hostile.at(NOWHERE)
+    runs = {
+        "--store": run_cli("--store", url, "list", cwd=tmp_path),
+        "IDEMPOTENT_JOBS_STORE": run_cli(
+            "allocate", "--week", "2026-W32", "--key", "k", env={"IDEMPOTENT_JOBS_STORE": url}, cwd=tmp_path
+        ),
+    }
+    for how, done in runs.items():
+        assert leaked(hostile.secrets, done.stdout, done.stderr) == [], (how, done.stderr)
+        line = done.error_line()
+        if hostile.password is None:
+            assert done.code == 2, (how, line)
+            assert "://...)" in line or "file URL: the URL (not repeated" in line, (how, line)
+        else:
+            assert done.code == 5, (how, line)
+            assert "ij:***@127.0.0.1:1/ij is unavailable" in line, (how, line)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("hostile", HOSTILE, ids=[h.name for h in HOSTILE])
+def test_the_library_reads_the_password_whole_and_logs_none_of_it(
+    caplog: pytest.LogCaptureFixture, hostile: Hostile
+) -> None:
+    """Debug logging on (SQLAlchemy's, psycopg's, ours): neither the error nor any log line shows it."""
+    caplog.set_level(logging.DEBUG)
+    url = hostile.at(NOWHERE)
+    with pytest.raises(IdempotentJobsError) as caught:
+        store = open_store(url)
+        try:
+            assert store.engine.url.password == hostile.password  # type: ignore[attr-defined]
+            assert (store.engine.url.host, store.engine.url.port) == ("127.0.0.1", 1)  # type: ignore[attr-defined]
+            store.list()
+        finally:
+            store.close()
+    expected = InvalidConfiguration if hostile.password is None else StoreUnavailable
+    assert type(caught.value) is expected, caught.value
+    assert leaked(hostile.secrets, str(caught.value), repr(caught.value), caplog.text) == []
+
+
+@pytest.mark.parametrize("password", ["postgresql", "127.0.0.1", "ij", "store"])
+def test_a_password_that_is_also_another_part_of_the_url_leaves_that_part_shown(password: str) -> None:
+    """The password is taken out by position, not by searching for its text."""
+    with pytest.raises(StoreUnavailable) as caught:
+        with open_store(f"postgresql://ij:{password}@{NOWHERE}") as store:
+            store.list()
+    assert str(caught.value).startswith("PostgreSQL store postgresql://ij:***@127.0.0.1:1/ij is unavailable")
+
+
+@pytest.mark.postgres
+def test_a_password_with_every_reserved_mark_connects_as_written(pg_database: str) -> None:
+    """The test server trusts local connections: the URL's user, host and database must be read right."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(pg_database)
+    url = f"postgresql://{parts.username}:?Kq9z@Vb7m#Nc2r/Ld5s:Mx4w@{parts.hostname}:{parts.port}{parts.path}"
+    done = run_cli("--store", url, "allocate", "--week", "2026-W32", "--key", "k")
+    assert (done.code, done.stdout) == (0, "2026-W32-0\n"), done.stderr
+    with open_store(url) as store:
+        assert store.engine.url.password == "?Kq9z@Vb7m#Nc2r/Ld5s:Mx4w"  # type: ignore[attr-defined]
+        assert [e.episode_id for e in store.list()] == ["2026-W32-0"]
