@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # Starlette's note on its httpx client, at import
+    warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")  # at import, not ours
     from fastapi.testclient import TestClient
 
 from airflow_idempotent_jobs.ui import app as page
