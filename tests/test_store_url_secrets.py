@@ -66,9 +66,8 @@ def test_the_library_reads_the_password_whole_and_logs_none_of_it(
 @pytest.mark.parametrize("password", ["postgresql", "127.0.0.1", "ij", "store"])
 def test_a_password_that_is_also_another_part_of_the_url_leaves_that_part_shown(password: str) -> None:
     """The password is taken out by position, not by searching for its text."""
-    with pytest.raises(StoreUnavailable) as caught:
-        with open_store(f"postgresql://ij:{password}@{NOWHERE}") as store:
-            store.list()
+    with pytest.raises(StoreUnavailable) as caught, open_store(f"postgresql://ij:{password}@{NOWHERE}") as store:
+        store.list()
     assert str(caught.value).startswith("PostgreSQL store postgresql://ij:***@127.0.0.1:1/ij is unavailable")
 
 
@@ -84,3 +83,23 @@ def test_a_password_with_every_reserved_mark_connects_as_written(pg_database: st
     with open_store(url) as store:
         assert store.engine.url.password == "?Kq9z@Vb7m#Nc2r/Ld5s:Mx4w"  # type: ignore[attr-defined]
         assert [e.episode_id for e in store.list()] == ["2026-W32-0"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("{url}", "list"),  # --store forgotten: the URL taken for the command
+        ("--sotre", "{url}", "list"),  # a misspelt option
+        ("list", "--sotre={url}"),
+        ("show", "{url}"),  # the URL where an episode id goes
+        ("list", "--week", "{url}"),
+    ],
+    ids=["as-command", "misspelt-option", "misspelt-option-equals", "as-episode-id", "as-week"],
+)
+def test_a_url_given_in_the_wrong_place_is_not_repeated_either(tmp_path: Path, args: tuple[str, ...]) -> None:
+    hostile = HOSTILE[1]
+    url = hostile.at(NOWHERE)
+    done = run_cli(*(arg.replace("{url}", url) for arg in args), env={"IDEMPOTENT_JOBS_STORE": str(tmp_path)})
+    assert done.code == 2, done.stderr
+    assert "(a URL: not repeated)" in done.error_line(), done.stderr
+    assert leaked(hostile.secrets, done.stdout, done.stderr) == []
