@@ -16,7 +16,6 @@ from airflow.sdk import BaseHook
 
 from ._store_url import url_passwords
 
-
 if TYPE_CHECKING:
     from airflow.sdk import Connection
 

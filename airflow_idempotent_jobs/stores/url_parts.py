@@ -93,9 +93,13 @@ class UrlParts:
             auth = self.user_text + ("" if self.password is None else f":{HIDDEN}") + "@"
         query = ""
         if self.query is not None:
-            query = "?" + _SECRET_OPTION.sub(lambda m: m.group(1) + m.group(2) + (HIDDEN if m.group(3) else ""), self.query)
+            query = "?" + _SECRET_OPTION.sub(_hidden_value, self.query)
         fragment = "" if self.fragment is None else f"#{self.fragment}"
         return f"{self.scheme}://{auth}{self.hostport}{self.path}{query}{fragment}"
+
+
+def _hidden_value(option: re.Match[str]) -> str:
+    return option.group(1) + option.group(2) + (HIDDEN if option.group(3) else "")
 
 
 def has_url_scheme(text: str) -> bool:

@@ -208,7 +208,11 @@ def test_trigger_reports_an_unknown_job_as_an_error_event(
         ("postgresql://svc:a@b@db/jobs", "postgresql://svc:***@db/jobs", ["a@b"]),
         ("postgresql://svc:?a#b@db/jobs", "postgresql://svc:***@db/jobs", ["?a#b"]),
         # Two readings: refused by the store, shown (and masked) as a whole.
-        ("postgresql://svc:a@db/b@db/jobs", "postgresql://(cannot be read: not shown)", ["postgresql://svc:a@db/b@db/jobs"]),
+        (
+            "postgresql://svc:a@db/b@db/jobs",
+            "postgresql://(cannot be read: not shown)",
+            ["postgresql://svc:a@db/b@db/jobs"],
+        ),
         ("postgresql://svc:a/b@db/jobs", "postgresql://svc:***@db/jobs", ["a/b"]),
         (
             "postgresql://svc@db/jobs?password=qq&namespace=n",

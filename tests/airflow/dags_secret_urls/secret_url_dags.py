@@ -46,13 +46,13 @@ class ReportingPaid(Reporting, PaidGenerationOperator):
 
 
 def variable(index: int) -> str:
-    return "{{ var.value.ijs_store_%d }}" % index
+    return "{{ var.value.ijs_store_" + str(index) + " }}"
 
 
 # Every hostile URL through store=, rendered from its Variable; the two shapes also through a
 # mapped task (another rendering path), the check and the paid step.
 with DAG("ijs_hostile_store", schedule=None, start_date=START, default_args=ONCE):
-    for index, hostile in enumerate(HOSTILE):
+    for index in range(len(HOSTILE)):
         ReportingAllocate(task_id=f"allocate_{index}", store=variable(index))
     ReportingAllocate.partial(task_id="mapped", store=variable(1)).expand(fingerprint=["m0", "m1"])
     ReportingCheck(task_id="check", week="2026-W32", store=variable(0))
