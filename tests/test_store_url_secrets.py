@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.errors import IdempotentJobsError, InvalidConfiguration, StoreUnavailable
+from airflow_idempotent_jobs.stores.url_parts import split_url
 from tests.clirun import run_cli
 from tests.hostile_store_urls import HOSTILE, Hostile, leaked
 
@@ -103,3 +105,39 @@ def test_a_url_given_in_the_wrong_place_is_not_repeated_either(tmp_path: Path, a
     assert done.code == 2, done.stderr
     assert "(a URL: not repeated)" in done.error_line(), done.stderr
     assert leaked(hostile.secrets, done.stdout, done.stderr) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "parts"),
+    [
+        ("postgresql://svc:pw@db:5432/jobs?namespace=a", ("svc", "pw", "db", 5432, "/jobs", "namespace=a")),
+        ("postgresql://svc:p%40ss@db/jobs", ("svc", "p@ss", "db", None, "/jobs", None)),
+        ("postgresql://sv%20c@db/jobs", ("sv c", None, "db", None, "/jobs", None)),
+        ("postgresql://[::1]:5432/x", (None, None, "::1", 5432, "/x", None)),
+        ("postgresql:///db?host=/run/pg", (None, None, None, None, "/db", "host=/run/pg")),
+        ("postgresql://h1,h2/db", (None, None, "h1,h2", None, "/db", None)),
+        ("postgresql://u:a/b@c@h/d", ("u", "a/b@c", "h", None, "/d", None)),  # the last "@" ends it
+    ],
+)
+def test_a_url_is_read_with_its_password_ending_at_the_last_at(url: str, parts: tuple[Any, ...]) -> None:
+    found = split_url(url)
+    assert (found.user, found.password, found.hostname, found.port, found.path, found.query) == parts
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://svc@db/jobs?application_name=a@b", "reads two ways"),  # '@' in an option: encode it
+        ("postgresql://db/jobs?application_name=a@b", "reads two ways"),
+        ("postgresql://svc:pw@db/d@b", "reads two ways"),  # '@' in the database name
+        ("postgresql://ij@corp:pw@db/jobs", "user name holds a reserved character"),
+        ("postgresql://db:0/jobs", "cannot be read"),
+        ("postgresql://db:65536/jobs", "cannot be read"),
+        ("postgresql://db:port/jobs", "cannot be read"),
+        ("postgresql://[zz]/jobs", "cannot be read"),
+    ],
+)
+def test_a_url_that_reads_two_ways_or_none_is_refused_naming_its_scheme_only(url: str, reason: str) -> None:
+    with pytest.raises(InvalidConfiguration) as caught:
+        split_url(url)
+    assert reason in caught.value.reason and caught.value.field == "URL (postgresql://...)"

@@ -37,7 +37,9 @@ HIDDEN: Final = "***"
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 #: RFC 3986 user characters (unreserved, sub-delims, percent escapes), without ``:``.
 _USER: Final = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=%-]*")
-_HOST_PORT: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]*)(?::([0-9]{1,5}))?")
+#: A bracketed IPv6 address or a host name (a comma-separated list of names is libpq's own), then
+#: an optional port of digits.
+_HOST_PORT: Final = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~,-]*)(?::([0-9]{1,5}))?")
 _BAD_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 #: An option whose value is a secret (``password``, ``sslpassword``, any spelling holding it).
 _SECRET_OPTION: Final = re.compile(r"(^|&)([^=&]*password[^=&]*=)([^&]*)", re.IGNORECASE)
