@@ -12,37 +12,11 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, CheckEpisodesOperator, PaidGenerationOperator
-from tests.airflow.support import observe
+from tests.airflow.reporting import ReportingAllocate, ReportingCheck, ReportingPaid
 from tests.hostile_store_urls import HOSTILE
 
 ONCE: dict[str, Any] = {"retries": 0}
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
-
-
-class Reporting:
-    """Records how ``execute`` ended (the value, or the exception's class and message), then re-raises."""
-
-    def execute(self, context: Any) -> Any:
-        try:
-            value = super().execute(context)  # type: ignore[misc]
-        except Exception as exc:
-            observe("failed", context, error=type(exc).__name__, message=str(exc))
-            raise
-        observe("returned", context, value=value)
-        return value
-
-
-class ReportingAllocate(Reporting, AllocateEpisodeOperator):
-    pass
-
-
-class ReportingCheck(Reporting, CheckEpisodesOperator):
-    pass
-
-
-class ReportingPaid(Reporting, PaidGenerationOperator):
-    pass
 
 
 def variable(index: int) -> str:
