@@ -228,6 +228,26 @@ def test_a_store_down_missing_then_back_is_503_until_it_is_there_and_never_creat
     assert secret not in log.read_text(errors="replace")
 
 
+@pytest.mark.parametrize("name", ["at", "question", "ambiguous-host"])
+def test_a_store_password_with_reserved_marks_never_shows_in_the_503(ui: UiDeployment, name: str) -> None:
+    """Issue 19 item 5 on a real api-server: ``ij:SE@CRET@host`` used to show ``CRET...@127.0.0.1``
+    to every user, ``ij:?SECRET@host`` its password to store-wide users."""
+    from tests.hostile_store_urls import HOSTILE, leaked
+
+    (hostile,) = [h for h in HOSTILE if h.name == name]
+    base = ui.start_api_server(store=hostile.at(f"127.0.0.1:{free_port()}/{ui.store_db}"))
+    for user in (ADMIN, ALICE):
+        token = AirflowRest(base, user, ui.passwords[user]).login()
+        for path in ("/api/weeks", "/api/episodes/2026-W32-0"):
+            status, body, _ = call(base, "/idempotent-jobs" + path, token)
+            assert status == 503 and "\n" not in body["detail"], (user, path, body)
+            assert leaked(hostile.secrets, json.dumps(body)) == [], (user, path, body)
+            expected = "unavailable" if hostile.password is not None else "misconfigured"
+            assert body["detail"].startswith(f"episode store {expected}: "), body
+    log = next(p.log for p in ui.processes if p.name == f"api-server-{base.rsplit(':', 1)[1]}")
+    assert leaked(hostile.secrets, log.read_text(errors="replace")) == []
+
+
 def test_every_answer_carries_the_security_headers_and_nothing_is_public(
     ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
 ) -> None:
