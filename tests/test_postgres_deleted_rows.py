@@ -38,7 +38,7 @@ def _sql(url: str, *statements: str) -> None:
 
 
 def _lines_naming(text: str, episode_id: str) -> list[str]:
-    return [line for line in text.splitlines() if f"{episode_id}]" in line or f"{episode_id} " in line]
+    return [line for line in text.splitlines() if any(f"{episode_id}{end}" in line for end in "]: ")]
 
 
 def _assert_retry_fails_closed(url: str, key: str, episode_id: str) -> None:
@@ -86,6 +86,24 @@ def test_a_delete_as_a_replica_still_leaves_its_tombstone(pg_database: str) -> N
         "DELETE FROM idempotent_jobs.episodes WHERE episode_id = '2026-W32-1'",
     )
     _assert_retry_fails_closed(pg_database, "run-1", "2026-W32-1")
+
+
+def test_as_a_replica_a_key_still_cannot_be_moved_off_its_row(pg_database: str) -> None:
+    """The guards of versions 1-3 fire in every replication role too: an update is no way around the tombstone."""
+    _three(pg_database)
+    backend = PostgresBackend(pg_database)
+    before = backend.snapshot()
+    for statement, state in (
+        ("UPDATE idempotent_jobs.episodes SET allocation_key = 'moved' WHERE episode_id = '2026-W32-1'", "IJ002"),
+        ("UPDATE idempotent_jobs.episodes SET approval = NULL WHERE episode_id = '2026-W32-1'", "IJ004"),
+        ("DELETE FROM idempotent_jobs.store_identity", "IJ003"),
+    ):
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute("SET session_replication_role = replica")
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute(statement)
+        assert caught.value.sqlstate == state, (statement, caught.value)
+    assert backend.snapshot() == before
 
 
 def test_truncate_is_refused_even_as_a_replica(pg_database: str) -> None:
@@ -153,6 +171,22 @@ def test_check_of_named_ids_says_which_was_deleted(pg_database: str) -> None:
     assert "deleted" in deleted and "'run-1'" in deleted, deleted
     [absent] = _lines_naming(done.stdout, "2026-W32-7")
     assert "episode not found" in absent, absent
+
+
+def test_a_row_replaced_by_hand_under_another_key_is_still_a_deleted_row(pg_database: str) -> None:
+    """Its id has a row again, not its key: the key's retry is refused, and check names the tombstone."""
+    _three(pg_database)
+    _sql(
+        pg_database,
+        "CREATE TEMP TABLE kept AS SELECT * FROM idempotent_jobs.episodes WHERE episode_id = '2026-W32-1'",
+        "DELETE FROM idempotent_jobs.episodes WHERE episode_id = '2026-W32-1'",
+        "INSERT INTO idempotent_jobs.episodes SELECT namespace, episode_id, week_id, sequence, 'planted', fingerprint,"
+        " status, created_at, updated_at, submission_state, submission, metadata, schema_version, approval FROM kept",
+    )
+    _assert_retry_fails_closed(pg_database, "run-1", "2026-W32-1")
+    with open_store(pg_database) as store:
+        [problem] = check_store(store)
+    assert problem.where.endswith("[default/2026-W32-1]") and "'run-1' was deleted" in problem.message, problem
 
 
 def test_a_restored_row_is_its_key_s_episode_again(pg_database: str) -> None:
