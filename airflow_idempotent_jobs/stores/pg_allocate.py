@@ -1,4 +1,4 @@
-"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0004) and its answers.
+"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0005) and its answers.
 
 The rule runs in the server, so the namespace's advisory lock is held for the server's own work
 only, never across a network round trip. The call is one statement in autocommit: its own
@@ -32,18 +32,20 @@ from .pg_session import IDENTITY_RE
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore
 
-__all__ = ["ANSWERS", "Allocated", "call", "call_sql"]
+__all__ = ["ANSWERS", "Allocated", "call", "call_sql", "row_deleted"]
 
-#: SQLSTATEs raised by ``allocate_episode`` (migration 0004): several holders, another week,
-#: another fingerprint, a week no sequence can follow, and a call outside READ COMMITTED.
+#: SQLSTATEs raised by ``allocate_episode`` (migrations 0004, 0005): several holders, another week,
+#: another fingerprint, a week no sequence can follow, a call outside READ COMMITTED, and a key
+#: whose episode row was deleted (its tombstone).
 SEVERAL_HOLDERS: Final = "IJ005"
 ANOTHER_WEEK: Final = "IJ006"
 ANOTHER_FINGERPRINT: Final = "IJ007"
 SEQUENCE_EXHAUSTED: Final = "IJ008"
 NOT_READ_COMMITTED: Final = "IJ009"
+ROW_DELETED: Final = "IJ010"
 #: Every SQLSTATE of the function that has an answer of its own here (IJ009 cannot happen: the
 #: call runs in its own READ COMMITTED transaction; should it, it is a plain database error).
-ANSWERS: Final = frozenset({SEVERAL_HOLDERS, ANOTHER_WEEK, ANOTHER_FINGERPRINT, SEQUENCE_EXHAUSTED})
+ANSWERS: Final = frozenset({SEVERAL_HOLDERS, ANOTHER_WEEK, ANOTHER_FINGERPRINT, SEQUENCE_EXHAUSTED, ROW_DELETED})
 _UNIQUE_VIOLATION: Final = "23505"
 #: The metadata of a new row allocated without an owner.
 _NO_METADATA: Final = json.dumps(new_episode(WeekId(2026, 1), 0, "k", None).to_record()["metadata"])
@@ -215,8 +217,21 @@ def _answer(
     if state == ANOTHER_FINGERPRINT:
         stored = facts["fingerprint"]
         return another_fingerprint(key, fingerprint, str(facts["episode_id"]), None if stored is None else str(stored))
+    if state == ROW_DELETED:
+        return row_deleted(store, key, facts)
     where = store.where(str(week), table="weeks")
     return StoreCorrupted(where, f"highest_sequence {facts['highest']} is out of range")
+
+
+def row_deleted(store: PostgresEpisodeStore, key: str, facts: dict[str, Any]) -> StoreCorrupted:
+    """The key's episode row was deleted: a new episode would be a second job for the same invocation."""
+    episode_id = str(facts.get("episode_id"))
+    return StoreCorrupted(
+        store.where(episode_id),
+        f"the row of key {key!r} was deleted by {facts.get('deleted_by')} at {facts.get('deleted_at')}: a new "
+        f"episode would be a second job, so its retry is refused; restore the row from {store.schema}."
+        "episode_tombstones, or delete its tombstone to let the key have a new episode",
+    )
 
 
 def _unique_violation(store: PostgresEpisodeStore, week: WeekId, key: str, exc: psycopg.Error) -> IdempotentJobsError:

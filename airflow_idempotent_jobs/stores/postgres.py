@@ -7,7 +7,8 @@ lock protects one host only). Allocation is one call, one round trip, its own tr
     SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
       -- in the server: the key looked up without the lock (a retry that finds its own episode
       -- stops here); set_config('lock_timeout'), pg_advisory_xact_lock(<namespace key>);
-      -- holders (fail closed), greatest(weeks.highest_sequence, max(episodes.sequence)) + 1,
+      -- holders (fail closed), the key's tombstone (its row was deleted: fail closed, migration
+      -- 0005), greatest(weeks.highest_sequence, max(episodes.sequence), max(tombstones)) + 1,
       -- the namespace's identity on its first write, the mark's upsert and the episode's INSERT;
       -- committed before the answer is sent
 
