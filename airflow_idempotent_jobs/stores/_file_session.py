@@ -67,7 +67,7 @@ class FileSession:
             return store.holders(allocation_key, repair=True)
         except IndexDamaged:
             # A bucket, a log or an index directory is gone: rebuild from the records, then look.
-            store._rebuild_index()
+            store._rebuild_index()  # the store's own: never forgets what the old index proves
             self._weeks.clear()
             return store.holders(allocation_key, repair=True)
 
