@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 __all__ = ["rebuild"]
 
 
-def rebuild(store: FileEpisodeStore, *, guard: bool) -> int:
+def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> int:
     """Rebuild the index (and every week's history) under the lock; returns the episodes seen.
 
     ``guard``: the store's own rebuild (fails closed on what only the old index knows), not the
-    operator's. A record that cannot be read stops either one, with nothing changed.
+    operator's. A record that cannot be read stops either one, with nothing changed. Without
+    ``histories`` the weeks are left as they are (a copied index of this layout: the histories
+    need no upgrade, an allocation appends what its week's history lacks, and rewriting thousands
+    of them durably would hold the lock for a minute).
     """
     index = store.index
     episodes = list(store._scan(None))
@@ -96,7 +99,7 @@ def rebuild(store: FileEpisodeStore, *, guard: bool) -> int:
         for key, episode_id in held:
             index.write_marker(key_digest(key), episode_id, batch, [])
         by_week: dict[WeekId, list[Episode]] = {week: [] for week in floors}
-        for episode in episodes:
+        for episode in episodes if histories else ():
             by_week.setdefault(EpisodeId.parse(episode.episode_id).week, []).append(episode)
         renames = []
         for week, members in by_week.items():
@@ -155,7 +158,7 @@ def _floors(store: FileEpisodeStore, held: list[tuple[str, str]], *, guard: bool
             f"records {episode_id}{more} as allocated, but no record or history "
             "entry gives it that key: the weeks are older than index/ (restored from a backup that copied "
             "them first?); restore them from a later backup, or run `idempotent-jobs rebuild-index` to "
-            "forget these episodes (their ids are never given out again)",
+            "forget these episodes (their keys may be allocated again, their ids never are)",
         )
     floors: dict[WeekId, int] = {}
     for _, text, _ in unknown:

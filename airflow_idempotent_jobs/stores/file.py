@@ -10,7 +10,8 @@ Layout under the root (every JSON file carries ``schema_version``)::
                                         from its first rewrite on; a lost fresh one is rebuilt
                                         from its entry
     episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
-    index/...                           the key index: markers and key logs (derived; see `_key_index`)
+    index/...                           the key index: markers and key logs (derived; see `_key_index`),
+                                        sealed to its directories: a copied one is rebuilt (`_index_rebuild`)
 
 An allocation's write order and why it is durable are in `FileSession`.
 
@@ -44,7 +45,7 @@ from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
 from ._fresh_record import record_bytes
 from ._index_rebuild import rebuild
-from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, Seal, key_digest
+from ._key_index import BUCKET_CHARS, LAYOUT, IndexCopied, IndexDamaged, KeyIndex, Seal, key_digest
 from ._week_history import (
     HISTORY_FILE,
     append_history,
@@ -362,6 +363,7 @@ class FileEpisodeStore(EpisodeStore):
         if not check_index:
             return  # the caller rebuilds the index itself
         index = self.index
+        copied = False
         try:
             index_meta = index.read_meta()
             # Built with another bucket width or layout: lookups would miss.
@@ -369,15 +371,17 @@ class FileEpisodeStore(EpisodeStore):
             if built:
                 index.seal = Seal.of(index_meta)
                 index.require_dirs()
+        except IndexCopied:
+            built, copied = False, True
         except IndexDamaged:
             built = False
         if not built:
-            self._rebuild_index()
+            self._rebuild_index(histories=not copied)
         self._ready = True
 
-    def _rebuild_index(self, *, guard: bool = True) -> int:
+    def _rebuild_index(self, *, guard: bool = True, histories: bool = True) -> int:
         """Under the lock: rebuild the index and histories (`_index_rebuild`); ``guard``: never forget."""
-        return rebuild(self, guard=guard)
+        return rebuild(self, guard=guard, histories=histories)
 
     def history_highest(self, week: WeekId, *, whole: bool = False) -> int | None:
         """The highest sequence the week's history records (its tail, or ``whole`` file), None if none."""
