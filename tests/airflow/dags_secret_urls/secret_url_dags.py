@@ -30,7 +30,13 @@ with DAG("ijs_hostile_store", schedule=None, start_date=START, default_args=ONCE
         ReportingAllocate(task_id=f"allocate_{index}", store=variable(index))
     ReportingAllocate.partial(task_id="mapped", store=variable(1)).expand(fingerprint=["m0", "m1"])
     ReportingCheck(task_id="check", week="2026-W32", store=variable(0))
-    ReportingPaid(task_id="generate", episode_id="2026-W32-0", provider_conn_id="ijs_no_provider", store=variable(1))
+    ReportingPaid(
+        task_id="generate",
+        episode_id="2026-W32-0",
+        provider_conn_id="ijs_no_provider",
+        request={"prompt": "x"},
+        store=variable(1),
+    )
 
 # No store on the task: [idempotent_jobs] store, set by the scenario around each run.
 with DAG("ijs_hostile_setting", schedule=None, start_date=START, default_args=ONCE):
