@@ -21,6 +21,7 @@ __all__ = [
     "InvalidIdentifier",
     "StoreCorrupted",
     "StoreMissing",
+    "StoreOutdated",
     "StoreUnavailable",
     "SubmissionStateUnknown",
 ]
@@ -107,6 +108,25 @@ class StoreMissing(StoreUnavailable):
     A class of its own so that a dry run (``airflow tasks test``) can tell a store not created yet,
     which it can answer for, from one it cannot read.
     """
+
+
+class StoreOutdated(StoreUnavailable):
+    """A reader found the store's schema older than this release reads; a writer of this release migrates it.
+
+    Readers never migrate (`EpisodeStore.require_existing`), and waiting does not help them unless
+    a writer runs first: not retryable.
+    """
+
+    retryable = False
+
+    def __init__(self, where: str, found: int, supported: int) -> None:
+        self.where = where
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"the episode store {where} is at version {found}, this code reads {supported}: "
+            "a writer of this release migrates it, readers do not"
+        )
 
 
 class IllegalTransition(IdempotentJobsError):

@@ -88,12 +88,13 @@ def test_the_command_reads_and_decides_nothing_into_an_empty_database(empty_data
     # `check` reports the missing store as its finding (exit 1) and writes nothing either.
     checked = run_cli("--store", empty_database, "check")
     assert checked.code == 1 and "no store schema" in checked.stdout, checked
+    assert "(the first allocation creates it)" in checked.stdout, checked  # before: "(any write migrates it)"
     assert catalog(empty_database) == before
 
 
 def test_the_command_reads_nothing_from_a_missing_file_store(tmp_path: Path) -> None:
     root = tmp_path / "typo"
-    for args, code in ((["show", EID], 5), (["list"], 5), (["approve", EID, "--by", "alice"], 4)):
+    for args, code in ((["show", EID], 5), (["list"], 5), (["rebuild-index"], 5), (["approve", EID, "--by", "x"], 4)):
         done = run_main("--store", str(root), *args)
         assert done.code == code, (args, done)
         assert ("no episode store at" if code == 5 else "not found") in done.error_line()

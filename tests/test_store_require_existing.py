@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from airflow_idempotent_jobs.errors import StoreCorrupted, StoreUnavailable
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.stores import open_store, pg_schema
+from airflow_idempotent_jobs.verify import check_store
 from tests.pg import catalog, install_schema
 
 WEEK = WeekId.parse("2026-W32")
@@ -104,6 +105,9 @@ def test_a_newer_postgres_store_tells_a_reader_to_upgrade_the_package(pg_databas
     assert f"schema version {newer} is newer than this code's {pg_schema.LATEST_VERSION}" in message, message
     assert "upgrade airflow-idempotent-jobs" in message and "migrates" not in message, message
     assert not caught.value.retryable
+    with open_store(pg_database) as store:  # `check` says so too, as its finding
+        (problem,) = check_store(store)
+    assert "upgrade airflow-idempotent-jobs" in problem.message, problem
     assert catalog(pg_database) == before
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "check_schema",
     "current_version",
     "migrate",
+    "newer_schema",
     "quote_schema",
     "tables",
 ]
@@ -233,6 +234,18 @@ def current_version(conn: Connection, schema: str) -> int | None:
     return max((int(version) for version, _ in applied), default=None)
 
 
+def newer_schema(where: str, found: int) -> StoreCorrupted:
+    """What every process of this release says of a schema a later release wrote: no code here can
+    read or migrate it, so the only way on is a newer package (on every host that uses the store)."""
+    from .. import __version__
+
+    return StoreCorrupted(
+        where,
+        f"schema version {found} is newer than this code's {LATEST_VERSION}: a later release wrote it; "
+        f"upgrade airflow-idempotent-jobs (this is {__version__}) to use this store; nothing was changed",
+    )
+
+
 def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, target: int = LATEST_VERSION) -> int:
     """Bring ``schema`` to `LATEST_VERSION` in the caller's transaction; returns the version found first.
 
@@ -247,7 +260,7 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, 
     )
     found = current_version(conn, schema)
     if found is not None and found > LATEST_VERSION:
-        raise StoreCorrupted(where, f"schema version {found} is newer than this code's {LATEST_VERSION}")
+        raise newer_schema(where, found)
     if found is None:
         _refuse_a_schema_in_use(conn, schema)
     if found is not None and found >= target:
