@@ -147,7 +147,7 @@ def check_seconds(field: str, value: object, *, zero_ok: bool) -> float:
         raise refuse(f"must be a number of seconds, not {type(value).__name__}")
     seconds = float(value)
     if is_negative_zero(seconds):  # passes ">= 0", but its minus sign says the setting is not what was meant
-        raise refuse("is a negative zero: give 0 or more seconds without a minus sign")
+        raise refuse("is a negative zero: give the seconds without a minus sign")
     low_ok = seconds >= 0 if zero_ok else seconds > 0
     if not math.isfinite(seconds) or not low_ok or seconds > MAX_TIMEOUT:
         low = ">= 0" if zero_ok else "> 0"
