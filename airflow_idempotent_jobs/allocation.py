@@ -6,17 +6,31 @@ import dataclasses
 from collections.abc import Sequence
 
 from .episode import Episode, EpisodeStatus, utc_now
-from .errors import AllocationConflict
+from .errors import AllocationConflict, InvalidIdentifier
 from .identity import EpisodeId, WeekId
+from .operations_owner import owner_of
+from .owner import OWNER_KEY, Owner
 
-__all__ = ["another_fingerprint", "another_week", "decide", "new_episode", "several_holders", "sole_holder"]
+__all__ = [
+    "another_fingerprint",
+    "another_week",
+    "checked_owner",
+    "decide",
+    "new_episode",
+    "refuse_another_dag",
+    "several_holders",
+    "sole_holder",
+]
 
 
-def decide(week: WeekId, key: str, fingerprint: str | None, holders: Sequence[Episode]) -> Episode | None:
+def decide(
+    week: WeekId, key: str, fingerprint: str | None, holders: Sequence[Episode], owner: Owner | None = None
+) -> Episode | None:
     """The episode to hand back (marked ``reused``), or None when a new one must be allocated.
 
-    Fails closed: a key held by several episodes, in another week, or with another fingerprint
-    raises `AllocationConflict`, because no rule could say which job the caller owns.
+    Fails closed: a key held by several episodes, in another week, with another fingerprint, or
+    by another DAG than ``owner``'s raises `AllocationConflict`, because no rule could say which
+    job the caller owns.
     """
     held = sole_holder(key, holders)
     if held is None:
@@ -25,7 +39,44 @@ def decide(week: WeekId, key: str, fingerprint: str | None, holders: Sequence[Ep
         raise another_week(key, week, held.episode_id, held.week_id)
     if held.fingerprint != fingerprint:
         raise another_fingerprint(key, fingerprint, held.episode_id, held.fingerprint)
+    refuse_another_dag(key, owner, held)
     return dataclasses.replace(held, reused=True)
+
+
+def refuse_another_dag(key: str, owner: Owner | None, held: Episode) -> None:
+    """`AllocationConflict` when ``owner``'s DAG is not the DAG that allocated ``held``.
+
+    A retry, a clear or a backfill runs in the DAG that allocated, so only its DAG is compared:
+    a task renamed between tries, or one key shared on purpose by a DAG's map indexes, tasks or
+    runs, gets the episode back, and its first owner stays. Another DAG with the same key is no
+    retry of that invocation (keys are the authors' choice; a copied pattern is enough): handing it
+    the episode would let it pay for, and be shown as, another DAG's job. An episode allocated
+    before owners were recorded is compared by the DAG its key names; one that names none (the CLI,
+    a migration) has no DAG to protect. Without ``owner`` (the library, the CLI) nothing is compared.
+    """
+    if owner is None:
+        return
+    first = held.allocated_by or owner_of(held.allocation_key)
+    if first is None or first.dag_id == owner.dag_id:
+        return
+    how = "recorded" if held.allocated_by is not None else "named by its key"
+    raise AllocationConflict(
+        key,
+        f"allocated by DAG {first.dag_id!r} ({how}), not by DAG {owner.dag_id!r}: "
+        "another DAG's episode is never handed over",
+        (held.episode_id,),
+    )
+
+
+def checked_owner(owner: object) -> Owner | None:
+    """``owner`` as `allocate` takes it: None, or an `Owner` that a strict reader reads back."""
+    if owner is None:
+        return None
+    if not isinstance(owner, Owner):
+        raise InvalidIdentifier("owner", owner, "expected an Owner (dag_id, task_id, run_id, map_index)")
+    if owner.map_index is not None and owner.map_index < 0:  # of_task would call it unmapped: say so
+        raise InvalidIdentifier("owner", owner.to_dict(), "map_index must be None or >= 0")
+    return Owner.of_task(owner.dag_id, owner.task_id, owner.run_id, owner.map_index)  # type: ignore[arg-type]
 
 
 def sole_holder(key: str, holders: Sequence[Episode]) -> Episode | None:
@@ -52,8 +103,8 @@ def another_fingerprint(key: str, fingerprint: str | None, episode_id: str, stor
     return AllocationConflict(key, f"fingerprint {fingerprint!r} differs from the stored {stored!r}", (episode_id,))
 
 
-def new_episode(week: WeekId, sequence: int, key: str, fingerprint: str | None) -> Episode:
-    """A fresh episode record for the next sequence of ``week``."""
+def new_episode(week: WeekId, sequence: int, key: str, fingerprint: str | None, owner: Owner | None = None) -> Episode:
+    """A fresh episode record for the next sequence of ``week``; ``owner`` recorded in its metadata."""
     episode_id = EpisodeId(week, sequence)
     now = utc_now()
     return Episode(
@@ -65,4 +116,5 @@ def new_episode(week: WeekId, sequence: int, key: str, fingerprint: str | None) 
         status=EpisodeStatus.ALLOCATED,
         created_at=now,
         updated_at=now,
+        metadata={} if owner is None else {OWNER_KEY: owner.to_dict()},
     )

@@ -12,7 +12,16 @@ from typing import Any
 
 from .episode import TRANSITIONS, Decision, Episode, EpisodeStatus, SubmissionState
 
-__all__ = ["CheckReport", "EpisodeRule", "Problem", "approval_problems", "check_episode_record", "unique_keys"]
+__all__ = [
+    "CheckReport",
+    "DamagedRecord",
+    "EpisodeRule",
+    "Problem",
+    "WeekRead",
+    "approval_problems",
+    "check_episode_record",
+    "unique_keys",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -27,6 +36,30 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A record a week's read could not read (`StoreCorrupted`): left out, and named instead."""
+
+    #: The episode the damaged file or row belongs to; None when the damage names no one episode
+    #: (a week's history file).
+    episode_id: str | None
+    where: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episode_id": self.episode_id, "where": self.where, "problem": self.reason}
+
+
+@dataclass(frozen=True)
+class WeekRead:
+    """A week as readers that show the rest see it (`EpisodeStore.read_week`): what could be read, what not."""
+
+    #: In sequence order.
+    episodes: list[Episode]
+    #: In sequence order, damage that names no episode first.
+    damaged: list[DamagedRecord] = field(default_factory=list)
 
 
 #: An extra rule a store's check runs on every episode it reads, with where the record lives.

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from .errors import IllegalTransition, InvalidIdentifier, StoreCorrupted
 from .identity import EpisodeId, validate_allocation_key, validate_fingerprint
+from .owner import OWNER_KEY, Owner
 
 __all__ = [
     "APPROVAL_EVENTS",
@@ -346,7 +347,8 @@ class Episode:
     reused: bool = False
     updated_at: str | None = None
     submission: Submission = field(default_factory=Submission)
-    #: Free-form facts kept with the job (migration records, operator notes).
+    #: Free-form facts kept with the job (migration records, operator notes); ``allocated_by``
+    #: is the owner recorded at allocation (`allocated_by`), which no update may change.
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: The human gate before spending (`approval`): empty until someone is asked.
     approval: Approval = field(default_factory=Approval)
@@ -354,6 +356,11 @@ class Episode:
     @property
     def id(self) -> EpisodeId:
         return EpisodeId.parse(self.episode_id)
+
+    @property
+    def allocated_by(self) -> Owner | None:
+        """The task instance recorded when the episode was allocated; None when none was (`owner`)."""
+        return Owner.recorded(self.metadata[OWNER_KEY]) if OWNER_KEY in self.metadata else None
 
     def to_record(self) -> dict[str, Any]:
         """The persisted form (no ``reused``), with ``schema_version``.
@@ -406,6 +413,8 @@ class Episode:
             metadata = data.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
                 raise StoreCorrupted(where, "metadata is not a JSON object")
+            if metadata and OWNER_KEY in metadata:
+                Owner.recorded(metadata[OWNER_KEY])  # who may see the episode depends on it: strict
             return cls(
                 episode_id=str(episode_id),
                 week_id=str(episode_id.week),

@@ -11,20 +11,25 @@ settle (``--provider-url URL`` to look the token up, ``--remote-ref REF``, ``--n
 needs knowledge this model does not have, so the reason lists them (`RECONCILE_WAYS`); the base
 command run alone changes nothing and prints the same three. A ``submitting`` record whose claim
 time cannot be read is listed too, with ``idempotent-jobs check <id>``: reconcile would refuse it.
+
+A damaged record does not take its week down: the week is read with `EpisodeStore.read_week`, its
+readable episodes are listed and totalled, and each damaged record is named in ``damaged`` (the
+totals leave it out). Who may learn of a damaged record is the reader's call: the page's store
+view names them to store-wide users only (`ui.auth.VisibleStore`).
 """
 
 from __future__ import annotations
 
-import builtins
 import datetime as dt
 import math
 from collections import Counter
 from typing import Any, Final, Protocol
 
+from .check import WeekRead
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId, WeekId
-from .operations_owner import Owner, owner_of
+from .operations_owner import Owner, episode_owner, owner_of
 from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
 
@@ -32,8 +37,8 @@ from .paid.claims import DEFAULT_CLAIM_LEASE
 class ReadableStore(Protocol):
     """What the model reads: an `EpisodeStore`, or a view of one (the page's per-user filter)."""
 
-    def list(self, week: WeekId) -> builtins.list[Episode]:
-        """The week's episodes ordered by sequence."""
+    def read_week(self, week: WeekId) -> WeekRead:
+        """The week's readable episodes and its damaged records, each in sequence order."""
 
     def get(self, episode_id: EpisodeId) -> Episode:
         """The episode; `EpisodeNotFound` if there is none."""
@@ -46,6 +51,7 @@ __all__ = [
     "Owner",
     "ReadableStore",
     "attention",
+    "episode_owner",
     "episode_view",
     "owner_of",
     "reconcile_command",
@@ -112,7 +118,7 @@ def decision_of(episode: Episode) -> str:
 def row(episode: Episode) -> dict[str, Any]:
     """One episode as the week view lists it."""
     sub = episode.submission
-    owner = owner_of(episode.allocation_key)
+    owner, source = episode_owner(episode)
     decision = decision_of(episode)
     return {
         "episode_id": episode.episode_id,
@@ -125,6 +131,7 @@ def row(episode: Episode) -> dict[str, Any]:
         "updated_at": episode.updated_at,
         "allocation_key": episode.allocation_key,
         "owner": None if owner is None else owner.to_dict(),
+        "owner_source": source,
     }
 
 
@@ -136,11 +143,15 @@ def week_view(
     now: dt.datetime,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> dict[str, Any]:
-    """The week's rows, totals and attention list. ``now`` is aware; its zone decides ``current``."""
+    """The week's rows, totals, attention list and damaged records. ``now`` is aware; its zone decides ``current``.
+
+    Totals, counts and attention are of the readable episodes: ``damaged`` names what they leave out.
+    """
     week_id = WeekId.parse(week)
     budget = checked_amount("weekly_budget", budget)
     _check_clock(now, claim_lease)
-    episodes = store.list(week_id)
+    read = store.read_week(week_id)
+    episodes = read.episodes
     spend, unknown = _spend(episodes)
     return {
         "week_id": str(week_id),
@@ -153,6 +164,7 @@ def week_view(
         "counts": _counts(episodes),
         "episodes": [row(e) for e in episodes],
         "attention": _attention(episodes, now, claim_lease),
+        "damaged": [damage.to_dict() for damage in read.damaged],
     }
 
 
@@ -164,7 +176,7 @@ def weeks_view(
     now: dt.datetime | None = None,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> dict[str, Any]:
-    """``count`` weeks up to ``current``, newest first: episodes, spend and attention per week."""
+    """``count`` weeks up to ``current``, newest first: episodes, spend, attention and damaged records per week."""
     current = WeekId.parse(current)
     if type(count) is not int or not 1 <= count <= MAX_WEEKS:
         raise InvalidIdentifier("week count", count, f"expected a whole number from 1 to {MAX_WEEKS}")
@@ -172,13 +184,14 @@ def weeks_view(
     _check_clock(now, claim_lease)
     weeks = []
     for week_id in week_range(current, count):
-        episodes = store.list(week_id)
+        read = store.read_week(week_id)
         weeks.append(
             {
                 "week_id": str(week_id),
-                "episodes": len(episodes),
-                "spend": _spend(episodes)[0],
-                "attention": len(_attention(episodes, now, claim_lease)),
+                "episodes": len(read.episodes),
+                "spend": _spend(read.episodes)[0],
+                "attention": len(_attention(read.episodes, now, claim_lease)),
+                "damaged": len(read.damaged),
             }
         )
     return {"current": str(current), "weeks": weeks}
@@ -187,14 +200,15 @@ def weeks_view(
 def episode_view(
     store: ReadableStore, episode_id: str, *, now: dt.datetime, claim_lease: float = DEFAULT_CLAIM_LEASE
 ) -> dict[str, Any]:
-    """The whole record (as ``show`` prints it), its owner and its attention entry if any."""
+    """The whole record (as ``show`` prints it), its owner (and where it came from) and its attention entry."""
     eid = EpisodeId.parse(episode_id)
     _check_clock(now, claim_lease)
     episode = store.get(eid)
-    owner = owner_of(episode.allocation_key)
+    owner, source = episode_owner(episode)
     return {
         "episode": episode.to_dict(),
         "owner": None if owner is None else owner.to_dict(),
+        "owner_source": source,
         "attention": _attention([episode], now, claim_lease),
     }
 

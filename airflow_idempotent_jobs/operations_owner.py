@@ -1,4 +1,12 @@
-"""Which Airflow task instance owns an episode, read back from its allocation key.
+"""Which Airflow task instance owns an episode: the one recorded at allocation, else the key's word.
+
+`episode_owner` is the page's answer: the owner the operator recorded (`owner.OWNER_KEY`,
+source ``recorded``), else, for episodes allocated outside Airflow's operator (the CLI, the
+library, the operator of an earlier release), the owner the allocation key names (source
+``key``). A key is the DAG author's choice, so a key's owner is shown marked and proves nothing:
+the page grants a DAG's viewers nothing on its word (`ui.auth.Access`).
+
+Reading an owner from a key:
 
 The operators' default key is ``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a
 mapped task (`operators.allocate.default_allocation_key`); over 512 characters it is bounded to
@@ -23,32 +31,33 @@ no owner. No Airflow import: this is the core.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final, Literal
 
-__all__ = ["Owner", "owner_of"]
+from .owner import AIRFLOW_ID as _AIRFLOW_ID
+from .owner import Owner
 
+if TYPE_CHECKING:
+    from .episode import Episode
+
+__all__ = ["Owner", "OwnerSource", "episode_owner", "owner_of"]
+
+#: Where an episode's owner came from: the allocation's own record, or its key.
+OwnerSource = Literal["recorded", "key"]
 _PLAIN_PREFIX: Final = "airflow:"
 _BOUNDED_PREFIX: Final = "airflow#"
-#: Airflow's own rule for dag and task ids (``airflow.sdk ... KEY_REGEX``), and their length limit.
-_AIRFLOW_ID: Final = re.compile(r"[\w.-]{1,250}")
 _MAP_INDEX: Final = re.compile(r"(?P<run>.+):(?P<index>0|[1-9][0-9]{0,9})")
 #: What an ISO timestamp's tail looks like: a clock time or a UTC offset, each ending ``:NN``.
 _TIME_TAIL: Final = re.compile(r"(?:T\d\d:\d\d(?::\d\d(?:\.\d+)?)?|[+-]\d\d:\d\d)\Z")
 _BOUNDED: Final = re.compile(r"airflow#(?P<prefix>.*)#[0-9a-f]{64}", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Owner:
-    """The task instance that allocated an episode (run and map index unknown for a bounded key)."""
-
-    dag_id: str
-    task_id: str
-    run_id: str | None
-    map_index: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id, "map_index": self.map_index}
+def episode_owner(episode: Episode) -> tuple[Owner | None, OwnerSource | None]:
+    """The recorded owner, else the key's (marked ``key``), else ``(None, None)``."""
+    recorded = episode.allocated_by
+    if recorded is not None:
+        return recorded, "recorded"
+    keyed = owner_of(episode.allocation_key)
+    return (keyed, "key") if keyed is not None else (None, None)
 
 
 def owner_of(allocation_key: str) -> Owner | None:

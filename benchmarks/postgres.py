@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/postgres.py`` (server from the ``PG*`` variables, default
 ``postgres@127.0.0.1:5432``). Not a test: it prints figures and ratios with PASS/MISS.
 
-An allocation is one call of ``allocate_episode`` (migration 0004), in autocommit: the rule runs
+An allocation is one call of ``allocate_episode`` (migration 0005), in autocommit: the rule runs
 in the server and the namespace's advisory lock is held only there.
 
 - Latency: allocations (p50, p95) over a history of 20 000 episodes, interleaved sample by sample

@@ -3,8 +3,9 @@
 Run by `make e2e-ui` (it needs a running api-server, so it is not part of `make test`).
 
 Three users under the simple auth manager in multi-team mode: ``admin``; ``alice``, a viewer of
-team_a (DAG ij_ui_alpha); ``bob``, a viewer of team_b (DAG ij_ui_beta). The store is a seeded
-PostgreSQL store; a second api-server points at a port where nothing listens.
+team_a (DAG ij_ui_alpha); ``bob``, a viewer of team_b (DAGs ij_ui_beta and ij_ui_beta_mimic, whose
+keys name ij_ui_alpha). The store is a seeded PostgreSQL store; a second api-server points at a
+port where nothing listens.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from e2e.airflow_rest import AirflowRest
 from e2e.deployment import AIRFLOW, PG_HOST, PG_PORT, PG_USER, free_port
 from e2e.tcp_relay import TcpRelay
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, Seeded
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, MIMIC, Seeded
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
@@ -109,6 +110,9 @@ def test_each_user_sees_only_episodes_of_dags_they_may_read_and_totals_of_those(
             assert item["command"] == f"idempotent-jobs reconcile {item['episode_id']}"
         owners = {row["owner"]["dag_id"] if row["owner"] else None for row in view["episodes"]}
         assert owners <= readable
+        if user != ADMIN:  # only a recorded owner shows an episode to a DAG's viewers
+            assert {row["owner_source"] for row in view["episodes"]} <= {"recorded"}
+        assert view["damaged"] == []
     status, weeks, _ = call(ui.api_url, "/idempotent-jobs/api/weeks", tokens[user])
     assert status == 200 and weeks["current"] == facts.current
     listed = {week["week_id"]: week for week in weeks["weeks"]}
@@ -123,11 +127,19 @@ def test_the_other_teams_episode_and_the_migrated_one_are_404_for_a_viewer(
 ) -> None:
     beta_episode = facts.by_dag[BETA][0]
     migrated = facts.by_dag[None][0]
-    for episode_id in (beta_episode, migrated):
+    # The key of each of the last two names ALPHA: one was allocated outside Airflow (no owner
+    # recorded), the other by BETA's task. Neither is ALPHA's.
+    for episode_id in (beta_episode, migrated, facts.outside, facts.mimic):
         status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{episode_id}", tokens[ALICE])
         assert (status, body) == (404, {"detail": f"episode {episode_id} not found"})
     status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{beta_episode}", tokens[BOB])
-    assert status == 200 and body["owner"]["dag_id"] == BETA
+    assert status == 200 and body["owner"]["dag_id"] == BETA and body["owner_source"] == "recorded"
+    status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.mimic}", tokens[BOB])
+    assert status == 200 and (body["owner"]["dag_id"], body["owner_source"]) == (BETA, "recorded")
+    assert body["episode"]["allocation_key"].startswith(f"airflow:{ALPHA}:")
+    status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.outside}", tokens[ADMIN])
+    assert status == 200 and (body["owner"]["dag_id"], body["owner_source"]) == (ALPHA, "key")
+    assert call(ui.api_url, f"/idempotent-jobs/api/episodes/{facts.outside}", tokens[BOB])[0] == 404
     status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{migrated}", tokens[ADMIN])
     assert status == 200
     assert body["owner"] is None and body["episode"]["allocation_key"] == MIGRATED_KEY
@@ -216,6 +228,26 @@ def test_a_store_down_missing_then_back_is_503_until_it_is_there_and_never_creat
     assert secret not in log.read_text(errors="replace")
 
 
+@pytest.mark.parametrize("name", ["at", "question", "ambiguous-host"])
+def test_a_store_password_with_reserved_marks_never_shows_in_the_503(ui: UiDeployment, name: str) -> None:
+    """Issue 19 item 5 on a real api-server: ``ij:SE@CRET@host`` used to show ``CRET...@127.0.0.1``
+    to every user, ``ij:?SECRET@host`` its password to store-wide users."""
+    from tests.hostile_store_urls import HOSTILE, leaked
+
+    (hostile,) = [h for h in HOSTILE if h.name == name]
+    base = ui.start_api_server(store=hostile.at(f"127.0.0.1:{free_port()}/{ui.store_db}"))
+    for user in (ADMIN, ALICE):
+        token = AirflowRest(base, user, ui.passwords[user]).login()
+        for path in ("/api/weeks", "/api/episodes/2026-W32-0"):
+            status, body, _ = call(base, "/idempotent-jobs" + path, token)
+            assert status == 503 and "\n" not in body["detail"], (user, path, body)
+            assert leaked(hostile.secrets, json.dumps(body)) == [], (user, path, body)
+            expected = "unavailable" if hostile.password is not None else "misconfigured"
+            assert body["detail"].startswith(f"episode store {expected}: "), body
+    log = next(p.log for p in ui.processes if p.name == f"api-server-{base.rsplit(':', 1)[1]}")
+    assert leaked(hostile.secrets, log.read_text(errors="replace")) == []
+
+
 def test_every_answer_carries_the_security_headers_and_nothing_is_public(
     ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
 ) -> None:
@@ -297,6 +329,8 @@ def test_the_episode_link_of_a_real_task_instance(ui: UiDeployment, tokens: dict
     status, body, _ = call(ui.api_url, "/idempotent-jobs/api/episodes/2020-W10-0", tokens[ALICE])
     assert status == 200
     assert body["owner"] == {"dag_id": ALPHA, "task_id": "allocate", "run_id": run_id, "map_index": None}
+    assert body["owner_source"] == "recorded"
+    assert body["episode"]["metadata"] == {"allocated_by": body["owner"]}
     assert call(ui.api_url, "/idempotent-jobs/api/episodes/2020-W10-0", tokens[BOB])[0] == 404
 
 
@@ -306,28 +340,99 @@ def _q(part: str) -> str:
     return quote(part, safe="")
 
 
-def test_a_damaged_record_is_named_only_to_a_user_with_store_wide_access(
+def test_a_dag_whose_key_names_another_teams_dag_stays_on_its_own_teams_page(
+    ui: UiDeployment, tokens: dict[str, str]
+) -> None:
+    """Issue 19 item 9 on a real scheduler: the owner is the allocating task instance, never the key."""
+    rest = AirflowRest(ui.api_url, ADMIN, ui.passwords[ADMIN], token=tokens[ADMIN])
+
+    def run(dag_id: str, when: str, conf: dict[str, str]) -> tuple[str, str]:
+        made = rest._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": when, "conf": conf})
+        return made["dag_run_id"], rest.wait_for_run(dag_id, made["dag_run_id"], timeout=180)
+
+    alpha_run, state = run(ALPHA, "2020-05-06T00:00:00Z", {})  # 2020-W19
+    assert state == "success"
+    # team_a's run's very key, in the same week: not a retry of that task, so refused on the first try.
+    taken, state = run(MIMIC, "2020-05-07T00:00:00Z", {"key": f"airflow:{ALPHA}:allocate:{alpha_run}"})
+    tried = rest._call("GET", f"/api/v2/dags/{MIMIC}/dagRuns/{_q(taken)}/taskInstances/allocate")
+    assert (state, tried["state"], tried["try_number"]) == ("failed", "failed", 1)
+    # A key that merely reads as team_a's: allocated, recorded as the mimic's own.
+    own, state = run(MIMIC, "2020-05-13T00:00:00Z", {})  # 2020-W20
+    assert state == "success"
+    pages = {
+        user: {
+            week: call(ui.api_url, f"/idempotent-jobs/api/weeks/{week}", tokens[user])
+            for week in ("2020-W19", "2020-W20")
+        }
+        for user in (ALICE, BOB)
+    }
+    assert all(status == 200 for weeks in pages.values() for status, _, _ in weeks.values())
+    rows = {user: {week: answer[1]["episodes"] for week, answer in weeks.items()} for user, weeks in pages.items()}
+    alpha_owner = {"dag_id": ALPHA, "task_id": "allocate", "run_id": alpha_run, "map_index": None}
+    mimic_owner = {"dag_id": MIMIC, "task_id": "allocate", "run_id": own, "map_index": None}
+    assert [(r["episode_id"], r["owner"], r["owner_source"]) for r in rows[ALICE]["2020-W19"]] == [
+        ("2020-W19-0", alpha_owner, "recorded")
+    ]
+    assert rows[ALICE]["2020-W20"] == [] and rows[BOB]["2020-W19"] == []
+    (mine,) = rows[BOB]["2020-W20"]
+    assert (mine["episode_id"], mine["owner"], mine["owner_source"]) == ("2020-W20-0", mimic_owner, "recorded")
+    assert mine["allocation_key"] == f"airflow:{ALPHA}:allocate:{own}"
+    assert call(ui.api_url, "/idempotent-jobs/api/episodes/2020-W20-0", tokens[ALICE])[:2] == (
+        404,
+        {"detail": "episode 2020-W20-0 not found"},
+    )
+
+
+def _damage(ui: UiDeployment, episode_id: str) -> contextlib.AbstractContextManager[None]:
+    """The row's metadata holds a number no reader may accept (``1e999``) for the ``with`` body."""
+
+    @contextlib.contextmanager
+    def damaged() -> Iterator[None]:
+        with psycopg.connect(ui.store_url, autocommit=True) as conn:
+            sql = "SELECT metadata::text FROM idempotent_jobs.episodes WHERE episode_id = %s"
+            (before,) = conn.execute(sql, (episode_id,)).fetchone() or (None,)
+            assert before is not None
+            conn.execute(
+                "UPDATE idempotent_jobs.episodes SET metadata = '{\"x\": 1e999}'::jsonb WHERE episode_id = %s",
+                (episode_id,),
+            )
+            try:
+                yield
+            finally:
+                conn.execute(
+                    "UPDATE idempotent_jobs.episodes SET metadata = %s::jsonb WHERE episode_id = %s",
+                    (before, episode_id),
+                )
+
+    return damaged()
+
+
+def test_a_damaged_record_is_404_to_viewers_and_named_to_store_wide_users_the_week_still_shown(
     ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
 ) -> None:
-    """The week of a damaged record cannot be shown; only who may see every record learns which one it is."""
+    """Issue 19 item 10: no existence oracle, and one damaged record no longer hides its week from anyone."""
     damaged = next(eid for eid in facts.by_dag[BETA] if eid.startswith(facts.current))
+    missing = f"{facts.current}-999"
     week = f"/idempotent-jobs/api/weeks/{facts.current}"
-    with psycopg.connect(ui.store_url, autocommit=True) as conn:
-        (before,) = conn.execute(
-            "SELECT metadata::text FROM idempotent_jobs.episodes WHERE episode_id = %s", (damaged,)
-        ).fetchone() or (None,)
-        assert before is not None
-        conn.execute(
-            "UPDATE idempotent_jobs.episodes SET metadata = '{\"x\": 1e999}'::jsonb WHERE episode_id = %s", (damaged,)
-        )
-        try:
-            status, body, _ = call(ui.api_url, week, tokens[ALICE])
-            assert status == 503 and damaged not in json.dumps(body), body
-            assert "store-wide access" in body["detail"]
-            status, body, _ = call(ui.api_url, week, tokens[ADMIN])
-            assert status == 503 and damaged in body["detail"], body
-        finally:
-            conn.execute(
-                "UPDATE idempotent_jobs.episodes SET metadata = %s::jsonb WHERE episode_id = %s", (before, damaged)
-            )
-    assert call(ui.api_url, week, tokens[ALICE])[0] == 200
+    intact = {user: call(ui.api_url, week, tokens[user])[1] for user in (ADMIN, ALICE, BOB)}
+    with _damage(ui, damaged):
+        for user in (ALICE, BOB):  # bob's own DAG's record: unreadable, so its owner is not known either
+            for eid in (damaged, missing):
+                status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{eid}", tokens[user])
+                assert (status, body) == (404, {"detail": f"episode {eid} not found"}), (user, eid)
+            status, view, _ = call(ui.api_url, week, tokens[user])
+            assert status == 200, view
+            assert view["damaged"] == [] and damaged not in json.dumps(view)
+            expected = [r["episode_id"] for r in intact[user]["episodes"] if r["episode_id"] != damaged]
+            assert [r["episode_id"] for r in view["episodes"]] == expected
+            status, weeks, _ = call(ui.api_url, "/idempotent-jobs/api/weeks", tokens[user])
+            assert status == 200 and damaged not in json.dumps(weeks)
+            assert {w["week_id"]: w["damaged"] for w in weeks["weeks"]}[facts.current] == 0
+        status, body, _ = call(ui.api_url, f"/idempotent-jobs/api/episodes/{damaged}", tokens[ADMIN])
+        assert status == 503 and damaged in body["detail"], body
+        status, view, _ = call(ui.api_url, week, tokens[ADMIN])
+        assert status == 200, view
+        assert [d["episode_id"] for d in view["damaged"]] == [damaged]
+        assert view["spend"] == pytest.approx(intact[ADMIN]["spend"] - facts.costs.get(damaged, 0.0))
+        assert len(view["episodes"]) == len(intact[ADMIN]["episodes"]) - 1
+    assert call(ui.api_url, week, tokens[BOB])[1] == intact[BOB]

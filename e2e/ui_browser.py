@@ -17,6 +17,8 @@ their own (e2e/browser.py):
    other team is "not found".
 
 Then an api-server whose store refuses connections: the page says so in one line, no secret shown.
+Last, one of team_b's records made unreadable: admin sees the rest of the week and the record named
+above the totals; alice sees her rows and no trace of it.
 Expected values come from the seed's facts and the store read through the library. A screenshot of
 every page goes to the work dir; ``--docs`` also copies the week and episode views to docs/img/.
 Exit 0 only if every check held; always stops what it started.
@@ -29,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import shutil
 import signal
 import sys
@@ -41,7 +42,10 @@ from pathlib import Path
 from types import FrameType
 from urllib.parse import quote, urlsplit
 
+import psycopg
+
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus
+from airflow_idempotent_jobs.operations import episode_owner
 from airflow_idempotent_jobs.stores import open_store
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
@@ -91,14 +95,16 @@ class Expected:
         return ", ".join(f"{s.value} {statuses[s.value]}" for s in EpisodeStatus)
 
 
-def task_instance_href(api_url: str, allocation_key: str) -> str:
-    """Airflow's task instance page for a seeded key ``airflow:{dag}:{task}:{run}[:{map_index}]``."""
-    _, dag_id, task_id, run = allocation_key.split(":", 3)
-    mapped = re.fullmatch(r"(.*[+-]\d\d:\d\d):(\d+)", run)
-    run_id, tail = (mapped.group(1), f"/mapped/{mapped.group(2)}") if mapped else (run, "")
-    return (
-        f"{api_url}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id, safe='')}{tail}"
-    )
+def task_instance_href(api_url: str, episode: Episode) -> str | None:
+    """Airflow's task instance page of the episode's owner (recorded, else the key's), None without one."""
+    owner, _ = episode_owner(episode)
+    if owner is None:
+        return None
+    dag = f"{api_url}/dags/{quote(owner.dag_id, safe='')}"
+    if owner.run_id is None:
+        return dag
+    tail = "" if owner.map_index is None else f"/mapped/{owner.map_index}"
+    return f"{dag}/runs/{quote(owner.run_id, safe='')}/tasks/{quote(owner.task_id, safe='')}{tail}"
 
 
 class UserChecks:
@@ -179,7 +185,8 @@ class UserChecks:
         rows = browser.evaluate(
             "[...document.querySelectorAll('#episodes tbody tr')].map(tr => ({id: tr.dataset.episodeId,"
             " cells: [...tr.cells].map(td => td.innerText.trim()),"
-            " owner: tr.querySelector('a.owner')?.href ?? null, episode: tr.querySelector('a.episode')?.href}))"
+            " owner: tr.querySelector('a.owner')?.href ?? null, episode: tr.querySelector('a.episode')?.href,"
+            " marked: tr.querySelector('.owner-source')?.innerText ?? null}))"
         )
         by_id = {row["id"]: row for row in rows}
         want = self.expected.week(current)
@@ -213,13 +220,16 @@ class UserChecks:
             browser.click(f"#attention-list li[data-episode-id={json.dumps(stuck[0])}] button.copy")
             copied = browser.evaluate("navigator.clipboard.readText()")
             self.check("'Copy' puts the reconcile command on the clipboard", copied == commands.get(stuck[0]), copied)
-        owned = {eid: self.expected.records[eid].allocation_key for eid in want}
         links = {eid: by_id[eid]["owner"] for eid in want if eid in by_id}
-        expected_links = {
-            eid: task_instance_href(self.ui.api_url, key) if key.startswith("airflow:") else None
-            for eid, key in owned.items()
-        }
+        expected_links = {eid: task_instance_href(self.ui.api_url, self.expected.records[eid]) for eid in want}
         self.check("each owned row links to its task instance in Airflow's UI", links == expected_links, links)
+        marked = sorted(eid for eid in want if eid in by_id and by_id[eid]["marked"])
+        from_key = sorted(eid for eid in want if episode_owner(self.expected.records[eid])[1] == "key")
+        self.check(
+            "an owner read from the key (none recorded) is marked so; a recorded one is not",
+            marked == from_key and all("not recorded" in by_id[eid]["marked"] for eid in marked),
+            marked,
+        )
         browser.screenshot(self.shots / f"{self.user}-1-week.png")
 
     def previous_next(self, browser: Browser) -> None:
@@ -407,6 +417,65 @@ def store_down(ui: UiDeployment, out: Results, url: str, shots: Path) -> None:
         browser.screenshot(shots / "admin-4-store-down.png")
 
 
+def damaged_record(ui: UiDeployment, out: Results, seeded: Seeded, shots: Path) -> None:
+    """One of BETA's records made unreadable: admin sees the week with it named; alice sees her rows, no trace."""
+    damaged = next(eid for eid in seeded.by_dag[BETA] if eid.startswith(seeded.current + "-"))
+    with psycopg.connect(ui.store_url, autocommit=True) as conn:
+        sql = "UPDATE idempotent_jobs.episodes SET metadata = %s::jsonb WHERE episode_id = %s"
+        (before,) = conn.execute(
+            "SELECT metadata::text FROM idempotent_jobs.episodes WHERE episode_id = %s", (damaged,)
+        ).fetchone() or (None,)
+        conn.execute(sql, ('{"x": 1e999}', damaged))
+        try:
+            for user in (ADMIN, ALICE):
+                with Browser(ui.workdir, f"damaged-{user}") as browser:
+                    _log_in(browser, ui, user)
+                    browser.goto(ui.page_url)
+                    browser.wait_until(
+                        "an answer",
+                        "!document.querySelector('#week-view').hidden || !document.querySelector('#error').hidden",
+                    )
+                    rows = browser.evaluate(
+                        "[...document.querySelectorAll('#episodes tbody tr')].map(tr => tr.dataset.episodeId)"
+                    )
+                    named = browser.evaluate(
+                        "[...document.querySelectorAll('#damaged-list li')].map(li => li.dataset.episodeId)"
+                    )
+                    note, shown = (
+                        browser.text("#damaged-note"),
+                        not browser.evaluate("document.querySelector('#damaged').hidden"),
+                    )
+                    want = sorted(e for e in seeded.visible_to(READABLE[user]) if e.startswith(seeded.current + "-"))
+                    rest = sorted(e for e in want if e != damaged)
+                    if user == ADMIN:
+                        held = (
+                            sorted(rows) == rest
+                            and named == [damaged]
+                            and shown
+                            and "leave out 1 damaged record" in note
+                        )
+                    else:
+                        held = sorted(rows) == rest and not shown and damaged not in browser.text()
+                    out.expect(
+                        f"[{user}] a damaged record: the week is shown"
+                        + (", the record named above the totals" if user == ADMIN else ", no trace of the record"),
+                        held,
+                        {"rows": rows, "named": named, "note": note},
+                    )
+                    browser.screenshot(shots / f"{user}-5-damaged-record.png")
+        finally:
+            conn.execute(sql, (before, damaged))
+
+
+def _log_in(browser: Browser, ui: UiDeployment, user: str) -> None:
+    browser.goto(f"{ui.api_url}/auth/login?next={quote(ui.page_url, safe='')}")
+    browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
+    browser.type_into("input[name=username]", user)
+    browser.type_into("input[name=password]", ui.passwords[user])
+    browser.click("button[type=submit]")
+    browser.wait_until("the login to finish", "location.pathname !== '/auth/login'")
+
+
 def run(ui: UiDeployment, out: Results, shots: Path) -> None:
     ui.start(say)
     seeded = ui.seeded
@@ -432,6 +501,10 @@ def run(ui: UiDeployment, out: Results, shots: Path) -> None:
             store_down(ui, out, down.result(timeout=180), shots)
         except (BrowserError, RuntimeError, TimeoutError) as exc:
             out.expect("[store down] the walk ran to the end", False, exc)
+        try:
+            damaged_record(ui, out, seeded, shots)
+        except BrowserError as exc:
+            out.expect("[damaged record] the walk ran to the end", False, exc)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

@@ -11,7 +11,9 @@ belongs to one team, so each may read only their team's DAG::
 
     admin  role admin                 every episode, the migrated one included
     alice  role viewer, team team_a   ij_ui_alpha's episodes only
-    bob    role viewer, team team_b   ij_ui_beta's episodes only
+    bob    role viewer, team team_b   ij_ui_beta's and ij_ui_beta_mimic's episodes only
+
+``ij_ui_beta_mimic`` (team_b's bundle, in ij_ui_beta.py) names ij_ui_alpha in its allocation keys.
 
 Use::
 
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.deployment import AIRFLOW, Deployment, free_port, wait_for
-from e2e.ui_seed import ALPHA, BETA, Seeded, seed
+from e2e.ui_seed import ALPHA, BETA, MIMIC, Seeded, seed
 
 DAGS = Path(__file__).resolve().parent / "dags_ui"
 ADMIN, ALICE, BOB = "admin", "alice", "bob"
@@ -52,7 +54,7 @@ class UiDeployment(Deployment):
     executor: str = "LocalExecutor"
     workers: tuple[str, ...] = ()
     prediction_api: bool = False
-    dag_ids: tuple[str, ...] = (ALPHA, BETA)
+    dag_ids: tuple[str, ...] = (ALPHA, BETA, MIMIC)
     #: No DAG here pays: the base's provider Connection only needs a well-formed URL (nothing listens).
     provider_url: str = "http://127.0.0.1:9"
     passwords: dict[str, str] = field(

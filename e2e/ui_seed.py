@@ -1,7 +1,8 @@
 """The episodes the UI deployment starts with: several states across two weeks and two teams' DAGs.
 
 Made through the store's own API and the ledger's legal moves (`Submission.moved_to`), so every
-record is one the product could have written. `seed` returns what was made, for assertions.
+record is one the product could have written: the DAGs' episodes with the owner Airflow's operator
+records (``owner=``), the rest as the CLI makes them. `seed` returns what was made, for assertions.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from typing import Any
 
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus, SubmissionState
 from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.operations import Owner, owner_of
 from airflow_idempotent_jobs.stores import EpisodeStore
 
 ALPHA, BETA = "ij_ui_alpha", "ij_ui_beta"
+#: team_b's DAG that names ALPHA in its allocation keys (e2e/dags_ui/ij_ui_beta.py); it seeds nothing.
+MIMIC = "ij_ui_beta_mimic"
 #: The key of the migrated job: no DAG named, so only store-wide users see it.
 MIGRATED_KEY = "legacy:weekly-media:job-17"
 #: Stored text that would be markup, script or a reordering of the page if it were rendered as
@@ -31,7 +35,7 @@ _S = SubmissionState
 
 @dataclass
 class Seeded:
-    """What `seed` made: episode ids by DAG (None: no owner), and the facts the page must show."""
+    """What `seed` made: episode ids by owning DAG (None: no recorded owner), and the facts the page must show."""
 
     current: str
     previous: str
@@ -44,6 +48,10 @@ class Seeded:
     decisions: dict[str, str] = field(default_factory=dict)
     #: The episode whose stored text is hostile (last week, ALPHA's).
     hostile: str = ""
+    #: Allocated outside Airflow with a key naming ALPHA: no recorded owner, so store-wide only.
+    outside: str = ""
+    #: Allocated by BETA's task with a key naming ALPHA: BETA's, on BETA's page only.
+    mimic: str = ""
 
     def visible_to(self, dags: set[str | None]) -> list[str]:
         return sorted(eid for dag, ids in self.by_dag.items() if dag in dags for eid in ids)
@@ -65,9 +73,14 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     day = now.date().isoformat()
     stale = (now - dt.timedelta(hours=2)).isoformat(timespec="microseconds")
 
-    def allocate(week: WeekId, owner: str | None, key: str) -> Episode:
-        episode = store.allocate(week, key)
-        facts.by_dag.setdefault(owner, []).append(episode.episode_id)
+    def allocate(week: WeekId, dag: str | None, key: str, owner: Owner | None = None) -> Episode:
+        """As ``dag``'s operator would (its owner as the key names it, unless given), or as the CLI (no dag)."""
+        if dag is not None and owner is None:
+            named = owner_of(key)
+            assert named is not None and named.dag_id == dag and named.run_id is not None, key
+            owner = Owner.of_task(dag, named.task_id, named.run_id, named.map_index)
+        episode = store.allocate(week, key, owner=owner)
+        facts.by_dag.setdefault(dag, []).append(episode.episode_id)
         return episode
 
     def move(
@@ -106,12 +119,17 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     rejected = allocate(current, BETA, _key(BETA, 3, day))
     store.decide(rejected.episode_id, "rejected", by="carol", via="cli", comment="too expensive")
     facts.decisions[rejected.episode_id] = "rejected"
+    # BETA's task chose a key that names ALPHA: BETA's episode, shown on BETA's page, never ALPHA's.
+    beta_task = Owner.of_task(BETA, "allocate", f"manual__{day}T07:00:00+00:00", None)
+    facts.mimic = allocate(current, BETA, _key(ALPHA, 7, day), beta_task).episode_id
     migrated = allocate(current, None, MIGRATED_KEY)
     paid(migrated, 7.0, "legacy-17")
     store.update(
         migrated.episode_id,
         lambda e: dataclasses.replace(e, metadata={"migration": {"source": "jobs/job-17.json", "legacy_id": "17"}}),
     )
+    # The key names ALPHA, but no operator recorded it (the CLI, the library): store-wide users only.
+    facts.outside = allocate(current, None, _key(ALPHA, 6, day)).episode_id
     # Last week: ALPHA paid (a mapped task), BETA failed.
     paid(allocate(previous, ALPHA, _key(ALPHA, 4, day) + ":2"), 20.0, "job-a4")
     failed = allocate(previous, BETA, _key(BETA, 4, day))
@@ -131,7 +149,7 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     store.update(
         hostile.episode_id,
         lambda e: dataclasses.replace(
-            e, metadata={"link": "javascript:alert(4)", "html": f"</pre>{HOSTILE_TEXT}{RLO}"}
+            e, metadata={**e.metadata, "link": "javascript:alert(4)", "html": f"</pre>{HOSTILE_TEXT}{RLO}"}
         ),
     )
     facts.hostile = hostile.episode_id

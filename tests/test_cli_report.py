@@ -181,3 +181,25 @@ def test_a_store_that_was_never_written_is_exit_5_and_stays_uncreated(backend: B
         with psycopg.connect(backend.url, autocommit=True) as conn:
             made = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'ij_never_made'").fetchall()
         assert made == []
+
+
+def test_a_damaged_record_is_named_the_rest_reported_and_the_exit_is_5(
+    backend: Backend, store: EpisodeStore, scenario: Scenario
+) -> None:
+    """Issue 19 item 10: one damaged record no longer hides its week; the report still fails (exit 5)."""
+    backend.corrupt(scenario.succeeded, "not-json")
+    before = backend.snapshot()
+    done = run_cli("--store", backend.url, "report", "--from", LAST_WEEK, "--to", WEEK)
+    assert done.code == 5
+    blocks = re.split(r"(?<=\n)(?=2026-W)", done.stdout)
+    assert [block.split()[0] for block in blocks] == [LAST_WEEK, WEEK]
+    assert blocks[1].startswith(f"2026-W32  10 episodes  spend 0.00 (not counted, cost unknowable: {scenario.anomaly})")
+    assert f"\n  damaged, not counted: 1\n    {scenario.succeeded}  " in blocks[1]
+    assert "damaged" not in blocks[0]
+    line = done.error_line()
+    assert scenario.succeeded in line and "idempotent-jobs check" in line
+    as_json = run_cli("--store", backend.url, "report", "--week", WEEK, "--json")
+    assert as_json.code == 5
+    (view,) = [json.loads(text) for text in as_json.stdout.splitlines()]
+    assert [d["episode_id"] for d in view["damaged"]] == [scenario.succeeded]
+    assert backend.snapshot() == before

@@ -21,6 +21,7 @@ from example_adapters.prediction_style import PredictionStyleProvider
 
 REQUEST = {"prompt": "a lighthouse at dusk", "units": 2}
 HOLD = 3.0
+CROSS_FIND = "find, the token of a submit another process lost"
 #: The adapters' own client options: a read timeout under the kit's hold, quick connect retries.
 CLIENT: dict[str, Any] = {"read_timeout": 1.0, "connect_retries": 1, "backoff_initial": 0.01}
 
@@ -59,6 +60,7 @@ def test_the_prediction_style_adapter_conforms(prediction_api: PredictionApi, lo
         hold_seconds=HOLD,
     )
     assert ("find, the token of a lost submit" in names(report)) is lookup
+    assert (CROSS_FIND in names(report)) is lookup  # its "no job" is a 200 with an empty list: it still passes
     assert "submit, paid call: connection closed after the API got the request, without an answer" in names(report)
 
 
@@ -72,6 +74,7 @@ def test_the_batch_style_adapter_conforms_with_its_paid_call_named(batch_api: Ba
         hold_seconds=HOLD,
     )
     lines = {check.name: check.detail for check in report.checks}
+    assert (CROSS_FIND in lines) is lookup
     drop = "connection closed after the API got the request, without an answer"
     upload = f"submit, free call POST /v1/files (request 1): {drop}"
     assert "raised ProviderUnavailable" in lines[upload]

@@ -47,6 +47,9 @@ HOLD = 3.0
 #: An HTTP status and body.
 Answer = tuple[int, bytes]
 READ_TIMEOUT = 1.0
+#: The checks on a submit another process lost (the ledger's retry runs in a fresh process).
+CROSS_PROCESS_FIND = "find, the token of a submit another process lost"
+CROSS_RESUBMIT = "submit again with the token of a submit another process lost (idempotent tokens)"
 
 
 @pytest.fixture
@@ -100,7 +103,10 @@ class JobsAdapter:
 
     def find(self, idempotency_token: str) -> str | None:
         code, body = self.send("GET", f"/jobs?token={quote(idempotency_token, safe='')}")
-        data = _json(body)
+        return self.read_lookup(code, body)
+
+    def read_lookup(self, code: int, body: bytes) -> str | None:
+        data = parse_json(body)
         if code == 404 and isinstance(data, dict) and (data.get("error") or {}).get("code") == "no_job":
             return None
         return str(self.answer(code, body, "find")["job"]["id"])
@@ -132,7 +138,7 @@ class JobsAdapter:
 
     def answer(self, code: int, body: bytes, what: str) -> Any:
         if 200 <= code < 300:
-            data = _json(body)
+            data = parse_json(body)
             if not isinstance(data, dict) or not isinstance(data.get("job"), dict):
                 raise ProviderOutcomeUnknown(f"{what}: HTTP {code} without a job")
             return data
@@ -143,7 +149,7 @@ class JobsAdapter:
         raise ProviderOutcomeUnknown(f"{what}: HTTP {code}", status=code)
 
 
-def _json(body: bytes) -> Any:
+def parse_json(body: bytes) -> Any:
     try:
         return json.loads(body)
     except ValueError:
@@ -231,7 +237,7 @@ class UnreadableSuccessIsRejected(JobsAdapter):
     """Reads a 2xx answer it cannot parse as a refusal ("the API sent garbage, so it failed")."""
 
     def answer(self, code: int, body: bytes, what: str) -> Any:
-        data = _json(body)
+        data = parse_json(body)
         if 200 <= code < 300 and not (isinstance(data, dict) and isinstance(data.get("job"), dict)):
             raise ProviderRejected(f"{what}: HTTP {code} with an answer that is not JSON", status=code)
         return super().answer(code, body, what)
@@ -242,7 +248,7 @@ class UnreadableLookupIsNoJob(JobsAdapter):
 
     def find(self, idempotency_token: str) -> str | None:
         code, body = self.send("GET", f"/jobs?token={quote(idempotency_token, safe='')}")
-        data = _json(body)
+        data = parse_json(body)
         if 200 <= code < 300 and not (isinstance(data, dict) and isinstance(data.get("job"), dict)):
             return None
         if code == 404 and isinstance(data, dict) and (data.get("error") or {}).get("code") == "no_job":
@@ -254,7 +260,7 @@ class UnreadableStatusIsFailed(JobsAdapter):
     """Reads a status answer without a job as the job's failure."""
 
     def answer(self, code: int, body: bytes, what: str) -> Any:
-        data = _json(body)
+        data = parse_json(body)
         if (
             what == "status"
             and 200 <= code < 300
@@ -287,6 +293,8 @@ def test_the_http_provider_conforms(switches: dict[str, Any]) -> None:
     assert ("find, the token of a lost submit" in names) is (switches.get("lookup", True))
     tokens = switches.get("honour_tokens", True)
     assert ("submit again with the token of a lost submit (idempotent tokens)" in names) is tokens
+    assert (CROSS_RESUBMIT in names) is tokens
+    assert (CROSS_PROCESS_FIND in names) is (switches.get("lookup", True))
     assert report.adapter == "HttpPaidProvider" and report.paid.startswith("by default, every request")
 
 
@@ -340,8 +348,9 @@ def test_the_kit_fails_a_server_error_turned_into_a_failed_job(api: ProviderServ
 
 def test_the_kit_fails_a_lookup_that_reads_any_404_as_no_job(api: ProviderServer) -> None:
     report = run_kit(adapter(AnyNotFoundIsNoJob, api), api, plan=only(find=FaultPlan().find))
-    [line] = failing(report, "find: HTTP 404")
-    assert "returned None" in line and "UNSAFE" in line and "pay twice" in line
+    lines = failing(report, "find: HTTP 404")
+    assert len(lines) == sum(f.status == 404 for f in FaultPlan().find) == 4  # the HTML page, three JSON bodies
+    assert all("returned None" in line and "UNSAFE" in line and "pay twice" in line for line in lines), lines
 
 
 def test_the_kit_fails_an_adapter_that_sends_the_paid_call_twice(api: ProviderServer) -> None:
@@ -398,9 +407,15 @@ def test_the_kit_fails_an_unreadable_success_answer_read_as_an_outcome(
     # The API created the job (or holds it) and a 2xx came back that the adapter cannot read (a
     # captive portal, a gateway's HTML, a truncated body): that proves nothing either way.
     report = run_kit(adapter(wrong, api), api)
-    [line] = failing(report)  # that one fault, nothing else
-    assert line.startswith(f"FAIL  {check} with a body that is not the API's answer, after the API got the request")
-    assert says in line, line
+    lines = failing(report)
+    # That one fault, nothing else; a lookup that reads any 2xx without a job as "no job" fails on the
+    # JSON bodies too (a 200 {} from a gateway).
+    expected = [f"FAIL  {check} with a body that is not the API's answer, after the API got the request"]
+    if wrong is UnreadableLookupIsNoJob:
+        json_200 = [f for f in FaultPlan().find if f.unreadable and f.shown_body()]
+        expected += [f"FAIL  {check} {f.shown_body()}, which is not the API's answer" for f in json_200]
+    assert len(lines) == len(expected), lines
+    assert all(line.startswith(want) and says in line for line, want in zip(lines, expected, strict=True)), lines
 
 
 def test_the_kit_fails_an_adapter_that_lets_its_client_errors_out(api: ProviderServer) -> None:

@@ -108,6 +108,18 @@ def test_httpx_keep_alive_requests_share_one_client_connection(proxy: FaultProxy
     assert len(echo.received) == 2
 
 
+def test_the_record_of_an_answer_is_complete_once_the_client_has_read_it(proxy: FaultProxy) -> None:
+    # The kit judges "recovered" by whether an answer of the API reached the adapter: the proxy
+    # marks that after its write, so a client can hold the answer before the mark. Reading the
+    # record must wait for the request's handling to end, or a fast client is judged on half of it.
+    with httpx.Client(base_url=proxy.url) as client:
+        for attempt in range(200):
+            mark = proxy.mark()
+            assert client.get(f"/n/{attempt}").status_code == 200
+            [seen] = proxy.exchanges(mark)
+            assert seen.delivered, f"request {attempt}: answered, but not yet recorded as delivered"
+
+
 def test_a_chunked_request_body_reaches_the_api_whole(proxy: FaultProxy, echo: EchoServer) -> None:
     def pieces() -> Iterator[bytes]:
         yield b'{"prompt": '

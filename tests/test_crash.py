@@ -37,10 +37,20 @@ def child(root: Path, week: str, kill_at: int) -> subprocess.CompletedProcess[st
     )
 
 
+def copy_store(base: Path, root: Path) -> None:
+    """A copy of ``base`` with its index built there, as after the copy's first locked call.
+
+    A copied index is verified against the weeks and rebuilt on first use
+    (`test_file_store_restore.py` kills that rebuild); this test kills the allocation itself.
+    """
+    shutil.copytree(base, root)
+    FileEpisodeStore(root).rebuild_index()
+
+
 def steps_of_one_allocation(base: Path, tmp_path: Path, week: str) -> tuple[list[str], str]:
     """Every step of one allocation on a copy of ``base``, and the id it allocates."""
     probe = tmp_path / "probe"
-    shutil.copytree(base, probe)
+    copy_store(base, probe)
     done = child(probe, week, 0)
     assert done.returncode == 0, done.stderr
     *steps, result = done.stdout.splitlines()
@@ -86,7 +96,7 @@ def test_sigkill_at_every_step_leaves_a_store_that_check_accepts_and_a_retry_com
     roots = {}
     for kill_at in range(1, len(steps) + 1):
         root = roots[kill_at] = tmp_path / f"k{kill_at}"
-        shutil.copytree(base, root)
+        copy_store(base, root)
         killed = child(root, week, kill_at)
         assert killed.returncode == -signal.SIGKILL, (kill_at, steps[kill_at - 1], killed.stderr)
         holders = [e.episode_id for e in FileEpisodeStore(root).list() if e.allocation_key == KEY]
@@ -119,7 +129,7 @@ def test_check_from_the_command_line_accepts_a_store_killed_mid_write(base: Path
     """The same verdict from ``idempotent-jobs check`` run as its own process, at a mid-write step."""
     steps, _ = steps_of_one_allocation(base, tmp_path, "2026-W32")
     root = tmp_path / "killed"
-    shutil.copytree(base, root)
+    copy_store(base, root)
     kill_at = next(n for n, step in enumerate(steps, 1) if step.startswith("rename\t"))
     assert child(root, "2026-W32", kill_at).returncode == -signal.SIGKILL
     leftovers = [p.name for p in (root / "episodes" / "2026-W32").iterdir() if p.name.startswith(".tmp-")]

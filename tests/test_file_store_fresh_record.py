@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.owner import Owner
 from airflow_idempotent_jobs.stores._fresh_record import record_bytes
 from airflow_idempotent_jobs.stores.durable import dump_json
 
@@ -21,6 +22,24 @@ FINGERPRINTS = st.none() | st.text(alphabet=st.characters(blacklist_categories=(
 @given(key=KEYS, fingerprint=FINGERPRINTS, sequence=st.integers(0, 999_999_999), week=st.integers(1, 52))
 def test_a_fresh_record_renders_as_dump_json_would(key: str, fingerprint: str | None, sequence: int, week: int) -> None:
     episode = new_episode(WeekId(2026, week), sequence, key, fingerprint)
+    assert record_bytes(episode) == dump_json(episode.to_record())
+
+
+OWNERS = st.builds(
+    Owner,
+    dag_id=st.from_regex(r"[\w.-]{1,40}", fullmatch=True),
+    task_id=st.from_regex(r"[\w.-]{1,40}", fullmatch=True),
+    run_id=st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), min_size=1),
+    map_index=st.none() | st.integers(0, 2**31 - 1),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=KEYS, fingerprint=FINGERPRINTS, sequence=st.integers(0, 999_999_999), owner=OWNERS)
+def test_a_fresh_record_with_its_owner_renders_as_dump_json_would(
+    key: str, fingerprint: str | None, sequence: int, owner: Owner
+) -> None:
+    episode = new_episode(WeekId(2026, 32), sequence, key, fingerprint, owner)
     assert record_bytes(episode) == dump_json(episode.to_record())
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.stores.file import key_digest
 from airflow_idempotent_jobs.verify import check_store
 
 
@@ -97,4 +98,37 @@ def test_an_upgrade_interrupted_by_a_crash_is_redone_on_the_next_open(tmp_path: 
     (root / "index" / "meta.json").unlink()  # as if the upgrade died right after removing it
     assert store.allocate("2026-W32", "job-0", fingerprint="fp-0").reused
     assert lines(root / "episodes" / "2026-W33" / "history.jsonl")[0]["schema_version"] == 2
+    assert check_store(store) == []
+
+
+def test_an_index_of_the_previous_release_is_verified_against_the_weeks_and_sealed_on_first_open(
+    tmp_path: Path,
+) -> None:
+    """Layout 3 without a seal: this code cannot tell whether it was restored, so it rebuilds it once.
+
+    Here it lacks both records of ``job-1`` (as a restore of an index older than its week leaves
+    it), which the retry must not take for a new key. The fields the previous release reads stay
+    as they were, so it keeps using the sealed index as it is.
+    """
+    root = tmp_path / "store"
+    store = FileEpisodeStore(root)
+    for n in range(3):
+        store.allocate("2026-W32", f"job-{n}")
+    meta_path = root / "index" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({k: v for k, v in meta.items() if k != "seal"}))
+    digest = key_digest("job-1")
+    (root / "index" / "keys" / digest[:2] / f"{digest}.2026-W32-1").unlink()
+    log = root / "index" / "log" / f"{digest[:2]}.log"
+    kept = [line + b"\n" for line in log.read_bytes().splitlines() if not line.startswith(digest.encode())]
+    log.write_bytes(b"".join(kept))
+
+    again = FileEpisodeStore(root).allocate("2026-W32", "job-1")
+    assert (again.episode_id, again.reused) == ("2026-W32-1", True)
+    sealed = json.loads(meta_path.read_text())
+    assert set(sealed["seal"]) == {"keys", "log"}
+    read_by_the_previous_release = ("schema_version", "kind", "bucket_chars", "layout")
+    assert {k: sealed[k] for k in read_by_the_previous_release} == {k: meta[k] for k in read_by_the_previous_release}
+    assert FileEpisodeStore(root).allocate("2026-W32", "job-3").episode_id == "2026-W32-3"
+    assert json.loads(meta_path.read_text()) == sealed  # sealed once, not rebuilt again
     assert check_store(store) == []

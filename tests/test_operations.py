@@ -49,6 +49,7 @@ WEEK_KEYS = {
     "counts",
     "episodes",
     "attention",
+    "damaged",
 }
 ROW_KEYS = {
     "episode_id",
@@ -61,6 +62,7 @@ ROW_KEYS = {
     "updated_at",
     "allocation_key",
     "owner",
+    "owner_source",
 }
 
 
@@ -115,6 +117,10 @@ def test_week_view_rows_totals_and_attention(store: EpisodeStore, scenario: Scen
         "map_index": None,
     }
     assert rows[scenario.migrated]["owner"] is None
+    # The scenario allocates through the library, not the operator: every owner is the key's word.
+    assert {row["owner_source"] for eid, row in rows.items() if eid != scenario.migrated} == {"key"}
+    assert rows[scenario.migrated]["owner_source"] is None
+    assert view["damaged"] == []
     assert [
         rows[e]["decision"] for e in (scenario.rejected, scenario.approved_running, scenario.asked, scenario.allocated)
     ] == [
@@ -161,9 +167,9 @@ def test_weeks_view_newest_first(store: EpisodeStore, scenario: Scenario) -> Non
     assert view == {
         "current": "2026-W33",
         "weeks": [
-            {"week_id": "2026-W33", "episodes": 0, "spend": 0.0, "attention": 0},
-            {"week_id": WEEK, "episodes": 11, "spend": PRICE, "attention": 2},
-            {"week_id": LAST_WEEK, "episodes": 2, "spend": PRICE, "attention": 1},
+            {"week_id": "2026-W33", "episodes": 0, "spend": 0.0, "attention": 0, "damaged": 0},
+            {"week_id": WEEK, "episodes": 11, "spend": PRICE, "attention": 2, "damaged": 0},
+            {"week_id": LAST_WEEK, "episodes": 2, "spend": PRICE, "attention": 1, "damaged": 0},
         ],
     }
     assert [w["week_id"] for w in weeks_view(store, current=WeekId.parse("2026-W02"), count=4)["weeks"]] == [

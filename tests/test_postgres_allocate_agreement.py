@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import psycopg
@@ -23,7 +22,8 @@ import sqlalchemy as sa
 from airflow_idempotent_jobs import AllocationConflict, StoreCorrupted
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.identity import WeekId
-from airflow_idempotent_jobs.stores import pg_allocate
+from airflow_idempotent_jobs.operations import Owner
+from airflow_idempotent_jobs.stores import pg_allocate, pg_schema
 from airflow_idempotent_jobs.stores.base import EpisodeStore
 from airflow_idempotent_jobs.stores.pg_session import row_values, statements
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
@@ -50,6 +50,9 @@ class Case:
     elsewhere: tuple[tuple[str, int, str, str | None], ...] = ()
     #: Drop the key's unique constraint first, so that several rows can hold one key.
     duplicates: bool = False
+    #: The ids check names afterwards as having no row: a mark ahead of the rows is what rows
+    #: deleted with the store's triggers off leave (a committed allocation always has its row).
+    missing: tuple[str, ...] = ()
 
 
 CASES = {
@@ -101,9 +104,15 @@ CASES = {
         tuple(("2026-W32", s, f"r{s}", None) for s in range(4)), ("2026-W32", "k", None), "2026-W32-4", {"2026-W32": 1}
     ),
     "mark ahead of max(sequence)": Case(
-        (("2026-W32", 0, "a", None),), ("2026-W32", "k", None), "2026-W32-8", {"2026-W32": 7}
+        (("2026-W32", 0, "a", None),),
+        ("2026-W32", "k", None),
+        "2026-W32-8",
+        {"2026-W32": 7},
+        missing=("2026-W32-1 to 2026-W32-7 (7 ids)",),
     ),
-    "mark with no rows left": Case((), ("2026-W32", "k", None), "2026-W32-4", {"2026-W32": 3}),
+    "mark with no rows left": Case(
+        (), ("2026-W32", "k", None), "2026-W32-4", {"2026-W32": 3}, missing=("2026-W32-0 to 2026-W32-3 (4 ids)",)
+    ),
     "mark one below the last id": Case((), ("2026-W32", "k", None), f"2026-W32-{LAST}", {"2026-W32": LAST - 1}),
     "mark at 999 999 999": Case(
         (("2026-W32", 0, "a", None),), ("2026-W32", "k", None), "StoreCorrupted: out of range", {"2026-W32": LAST}
@@ -182,14 +191,53 @@ def test_python_rule_and_server_rule_agree(pg_database: str, name: str) -> None:
         if not case.expect.startswith(("Allocation", "Store")):
             assert again[0] == "reused " + case.expect.removeprefix("reused ")
         if not case.duplicates and max(case.marks.values(), default=0) < LAST - 1:  # else check rightly objects
-            assert check_store(server) == [] and check_store(python) == []
+            for store in (server, python):
+                found = [p.message.split(", though")[0] for p in check_store(store)]
+                assert found == [f"no row and no tombstone for {ids}" for ids in case.missing]
+
+
+def test_both_rules_record_the_owner_and_refuse_another_dag_alike(pg_database: str) -> None:
+    """Issue 19 item 9: the owner rides in the new row either way; a reuse by another DAG is refused alike."""
+    first = Owner("media", "allocate", "manual__2026-08-03T10:00:00+00:00", 2)
+    calls = [
+        (("2026-W32", "k", None), first),  # new, owned
+        (("2026-W32", "k", None), Owner("media", "renamed", "manual__x", None)),  # the same DAG: reused, first owner
+        (("2026-W32", "k", None), Owner("intruder", "allocate", "manual__x", None)),  # another DAG: refused
+        (("2026-W32", "airflow:media:allocate:r", None), None),  # the CLI: no owner recorded
+        (("2026-W32", "airflow:media:allocate:r", None), Owner("intruder", "t", "r", None)),  # the key's DAG: refused
+        (("2026-W32", "airflow:media:allocate:r", None), Owner("media", "t", "r", None)),  # reused, still no owner
+    ]
+    _prepare(pg_database, Case((), ("2026-W32", "k", None), ""))
+    with (
+        PostgresEpisodeStore(pg_database, namespace=PYTHON) as python,
+        PostgresEpisodeStore(pg_database, namespace=SERVER) as server,
+    ):
+        answers = []
+        for call, owner in calls:
+            by_python = _outcome(python, lambda *a, o=owner: EpisodeStore.allocate(python, *a, owner=o), call)
+            by_server = _outcome(server, lambda *a, o=owner: server.allocate(*a, owner=o), call)
+            assert by_server == by_python, call
+            answers.append(by_server)
+    assert answers[0][1]["metadata"] == answers[1][1]["metadata"] == {"allocated_by": first.to_dict()}
+    assert [a[0] for a in answers] == [
+        "2026-W32-0",
+        "reused 2026-W32-0",
+        "AllocationConflict",
+        "2026-W32-1",
+        "AllocationConflict",
+        "reused 2026-W32-1",
+    ]
+    assert "by DAG 'media' (recorded)" in answers[2][1] and "by DAG 'media' (named by its key)" in answers[4][1]
 
 
 def test_every_sqlstate_the_function_raises_has_an_answer() -> None:
-    migration = resources.files("airflow_idempotent_jobs.stores").joinpath("sql", "0004_allocate_function.sql")
-    raised = set(re.findall(r"ERRCODE = '(IJ[0-9]{3})'", migration.read_text(encoding="utf-8")))
+    """The function as the last migration that (re)defines it has it (0005: the tombstones, IJ010)."""
+    header = "FUNCTION {schema}.allocate_episode("
+    text = [m.sql for m in pg_schema.MIGRATIONS if header in m.sql][-1]
+    function = text[text.index(header) :]  # the function only, not the triggers before it
+    raised = set(re.findall(r"ERRCODE = '(IJ[0-9]{3})'", function))
     assert raised == pg_allocate.ANSWERS | {pg_allocate.NOT_READ_COMMITTED}
-    assert len(pg_allocate.ANSWERS) == 4
+    assert len(pg_allocate.ANSWERS) == 5
 
 
 def test_a_key_committed_outside_the_lock_meanwhile_is_a_conflict(pg_database: str) -> None:
@@ -266,7 +314,7 @@ def test_the_function_refuses_to_run_outside_read_committed(pg_database: str) ->
     store = PostgresEpisodeStore(pg_database)
     store.ensure_schema()
     sql = pg_allocate.call_sql("idempotent_jobs", store.lock_key, 1000)
-    params = ("default", "2026-W32", "k", None, "x", None)
+    params = ("default", "2026-W32", "k", None, "x", "{}", None)  # namespace, week, key, fp, now, metadata, identity
     with psycopg.connect(pg_database) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         with pytest.raises(psycopg.Error) as caught:

@@ -152,12 +152,82 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
         retry = store.allocate("2026-W32", "old-c", "fp")  # the first write migrates
         assert (retry.episode_id, retry.reused) == ("2026-W32-1", True)
         after = backend.snapshot()
-        assert [k for k in after if k not in before] == ["schema_version/4"]
+        assert [k for k in after if k not in before] == ["schema_version/4", "schema_version/5"]
         assert {k: v for k, v in after.items() if k in before} == before  # every row of every table as it was
-        assert _versions(empty_database)[-1] == (4, "allocate_function")
+        assert _versions(empty_database)[-2] == (4, "allocate_function")
         with pytest.raises(AllocationConflict, match="already allocated in 2026-W31"):
             store.allocate("2026-W32", "old-a", "fp")
         with pytest.raises(AllocationConflict, match="differs from the stored 'fp'"):
             store.allocate("2026-W32", "old-b", "other")
         assert store.allocate("2026-W32", "new").episode_id == "2026-W32-5"  # past the mark of version 3
         assert store.identity == hashlib.md5(b"v3").hexdigest()
+
+
+def _catalog(conn: psycopg.Connection[Any], schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What the migrations made of ``schema`` beyond its tables: triggers (and whether they always fire),
+    functions, indexes and constraints, with the schema's name taken out."""
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        found = conn.execute(sql, {"schema": schema}).fetchall()
+        return sorted(tuple(str(v).replace(f'"{schema}"', "<s>").replace(schema, "<s>") for v in r) for r in found)
+
+    where = "n.nspname = %(schema)s"
+    return {
+        "triggers": rows(
+            "SELECT c.relname, t.tgname, t.tgenabled, pg_get_triggerdef(t.oid) FROM pg_trigger t"
+            f" JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {where}"
+            " AND NOT t.tgisinternal"
+        ),
+        "functions": rows(
+            "SELECT p.proname, pg_get_function_arguments(p.oid), p.prosrc FROM pg_proc p"
+            f" JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {where}"
+        ),
+        "indexes": rows("SELECT indexname, indexdef FROM pg_indexes n WHERE n.schemaname = %(schema)s"),
+        "constraints": rows(
+            "SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
+            f" JOIN pg_namespace n ON n.oid = c.connamespace WHERE {where}"
+        ),
+    }
+
+
+def test_a_version_4_store_upgrades_to_5_in_place_like_a_new_store(empty_database: str) -> None:
+    """Migration 0005 (tombstones, TRUNCATE refused, guards that always fire) keeps every row and makes,
+    from version 4 as from version 1, the schema a new store gets; a row deleted before it has no
+    tombstone, and check still names it."""
+    engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        for schema, target in (("from_v4", 4), ("from_v1", 1)):
+            with engine.begin() as conn:
+                pg_schema.migrate(conn, schema, where=schema, lock_timeout_ms=5000, target=target)
+    finally:
+        engine.dispose()
+    with psycopg.connect(empty_database, autocommit=True) as conn:  # allocated as a version 4 writer did
+        for key in ("a", "b", "c"):
+            conn.execute(
+                "SELECT outcome FROM from_v4.allocate_episode('default', 1, '5000', '2026-W32', %s, NULL,"
+                " '2026-08-03T00:00:00.000000+00:00', '{\"state\": \"none\"}', '{}', 1, md5('v4'))",
+                (key,),
+            )
+        conn.execute("DELETE FROM from_v4.episodes WHERE episode_id = '2026-W32-1'")  # before the upgrade
+    backend = PostgresBackend(empty_database, schema="from_v4")
+    before = backend.snapshot()
+    with PostgresEpisodeStore(empty_database, schema="from_v4") as store:
+        assert store.allocate("2026-W32", "c").reused  # the first write migrates
+        assert [k for k in backend.snapshot() if k not in before] == ["schema_version/5"]
+        assert {k: v for k, v in backend.snapshot().items() if k in before} == before
+        [problem] = store.check([]).problems
+        assert problem.where.endswith("[default/2026-W32-1]") and "no row and no tombstone" in problem.message
+        # Not a tombstone's refusal: nothing recorded which key the row had (documented).
+        assert store.allocate("2026-W32", "d").episode_id == "2026-W32-3"
+    for schema in ("from_v1", "fresh"):
+        PostgresEpisodeStore(empty_database, schema=schema).ensure_schema()
+    with psycopg.connect(empty_database) as conn:
+        fresh = _catalog(conn, "fresh")
+        assert [t[:3] for t in fresh["triggers"] if t[1] != "episodes_guard_approval"] == [
+            ("episodes", "episodes_guard_update", "A"),
+            ("episodes", "episodes_refuse_truncate", "A"),
+            ("episodes", "episodes_tombstone", "A"),
+            ("store_identity", "store_identity_guard", "A"),
+        ]
+        assert _catalog(conn, "from_v4") == fresh
+        assert _catalog(conn, "from_v1") == fresh

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..errors import IdempotentJobsError
-from ._common import EXIT, CliError, Parser, exit_code_for, lock_timeout_seconds
+from ._common import EXIT, CliError, Parser, exit_code_for, hide_urls, lock_timeout_seconds
 from ._output import OutputFailed, guarded_streams, visible
 
 __all__ = ["main"]
@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
         code: int = args.func(args)
@@ -56,11 +57,11 @@ def _run(argv: Sequence[str] | None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error it already reported (2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT["usage"])
     except OutputFailed as exc:
-        return _fail(str(exc), EXIT["store"])
+        return _fail(hide_urls(str(exc), given), EXIT["store"])
     except CliError as exc:
-        return _fail(str(exc), exc.code)
+        return _fail(hide_urls(str(exc), given), exc.code)
     except IdempotentJobsError as exc:
-        return _fail(str(exc), exit_code_for(exc))
+        return _fail(hide_urls(str(exc), given), exit_code_for(exc))
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except OSError as exc:  # the file system refused something no layer below translated
@@ -69,9 +70,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except Exception as exc:  # a bug; exit 5 keeps it apart from 1 (check found problems) and 2
         if os.environ.get(TRACEBACK_ENV):
             traceback.print_exc()
-        return _fail(
-            f"internal error: {type(exc).__name__}: {exc} (set {TRACEBACK_ENV}=1 for the traceback)", EXIT["store"]
-        )
+        message = f"internal error: {type(exc).__name__}: {exc} (set {TRACEBACK_ENV}=1 for the traceback)"
+        return _fail(hide_urls(message, given), EXIT["store"])
 
 
 def _fail(message: str, code: int) -> int:

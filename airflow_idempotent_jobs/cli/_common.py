@@ -6,14 +6,25 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
 from ..episode import is_negative_zero
 from ..errors import IdempotentJobsError
 from ..stores import EpisodeStore, open_store
+from ..stores.url_parts import has_url_scheme
 from ._output import json_line
 
-__all__ = ["EXIT", "CliError", "Parser", "exit_code_for", "open_cli_store", "print_json", "lock_timeout_seconds"]
+__all__ = [
+    "EXIT",
+    "CliError",
+    "Parser",
+    "exit_code_for",
+    "hide_urls",
+    "lock_timeout_seconds",
+    "open_cli_store",
+    "print_json",
+]
 
 #: The exit codes docs/design.md lists; each error class carries its own (``exit_code``).
 EXIT: Final = {
@@ -39,11 +50,34 @@ def exit_code_for(exc: IdempotentJobsError) -> int:
     return exc.exit_code
 
 
+#: Said instead of an argument that is a URL: it may hold a password.
+URL_NOT_REPEATED: Final = "(a URL: not repeated)"
+
+
+def hide_urls(message: str, given: Sequence[str]) -> str:
+    """``message`` without any argument of ``given`` that is a URL able to hold a secret (an ``@``
+    or an option named like ``password``), quoted or not: ``--store`` forgotten, or an option
+    misspelt, puts one where argparse or an id check repeats it."""
+    for arg in given:
+        value = arg.partition("=")[2] if arg.startswith("-") and "=" in arg else arg
+        if has_url_scheme(value) and ("@" in value or "password" in value.lower()):
+            for form in (repr(arg), arg, repr(value), value):  # longest first: each holds the next
+                message = message.replace(form, URL_NOT_REPEATED)
+    return message
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit 2, not a usage block."""
 
+    #: The arguments this parser was given (a subcommand's parser gets its own), for `hide_urls`.
+    given: Sequence[str] = ()
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT["usage"], f"{self.prog}: error: {message}\n")
+        self.exit(EXIT["usage"], f"{self.prog}: error: {hide_urls(message, self.given)}\n")
 
 
 def lock_timeout_seconds(text: str) -> float:

@@ -3,7 +3,8 @@
 The figures come from the same read model as Airflow's page (`operations.week_view`), so the
 two never disagree. ``--json`` writes one line per week holding exactly the object the page's API
 returns for that week. Read-only: a store that does not exist is exit 5, not created; exit 0
-whatever the weeks hold (attention is information).
+whatever the weeks hold (attention is information), except a damaged record: every week is still
+reported, the damaged records named and left out of the figures, then one line and exit 5.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from typing import Any
 
 from ..episode import amount_problem
+from ..errors import StoreCorrupted
 from ..identity import WeekId, resolve_timezone
 from ..operations import MAX_WEEKS, week_view
 from ._common import EXIT, CliError, open_cli_store, print_json
@@ -77,6 +79,13 @@ def _report(args: argparse.Namespace) -> int:
             print_json(view)
         else:
             sys.stdout.write(format_week(view))
+    damaged = [damage for view in views for damage in view["damaged"]]
+    if damaged:
+        first = damaged[0]
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        raise StoreCorrupted(
+            first["where"], f"{first['problem']}{more}; the figures leave them out; see idempotent-jobs check"
+        )
     return EXIT["ok"]
 
 
@@ -97,4 +106,8 @@ def format_week(view: dict[str, Any]) -> str:
     for entry in attention:
         lines.append(f"    {entry['episode_id']}  {visible(entry['reason'])}")
         lines.append(f"      {entry['command']}")
+    if view["damaged"]:
+        lines.append(f"  damaged, not counted: {len(view['damaged'])}")
+        for damage in view["damaged"]:
+            lines.append(f"    {damage['episode_id'] or '-'}  {visible(damage['where'])}: {visible(damage['problem'])}")
     return "\n".join(lines) + "\n"

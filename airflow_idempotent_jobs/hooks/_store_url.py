@@ -1,5 +1,7 @@
 """Store URLs that may carry a password: find it, hide it, and keep it out of what Airflow shows.
 
+The password is found by the stores' own reading of the URL (`stores.url_parts`), never by a
+pattern: what is shown is rebuilt from the parts, so no shape of password can slip into it.
 No Airflow import: the operators and the store hook use these at run time.
 """
 
@@ -7,51 +9,64 @@ from __future__ import annotations
 
 import re
 from typing import Any, Final
-from urllib.parse import unquote, urlsplit
+
+from ..errors import InvalidConfiguration
+from ..stores.url_parts import HIDDEN, UrlParts, has_url_scheme, split_url
 
 __all__ = ["SealedStoreUrl", "mask_secrets", "redact_store_url", "redact_text", "seal_store_url", "url_passwords"]
 
-REDACTED: Final = "***"
-#: ``scheme://user:`` up to the LAST ``@``: whichever ``@`` a URL parser takes as the end of the
-#: password (SQLAlchemy: the first; urllib: the last), all of it is hidden. Over-hiding a host
-#: that follows a stray ``@`` only costs readability. Searched, not anchored: a template laid out
-#: over several lines renders the URL after blanks and a line break.
-_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://[^:/@?#\s]*):(.*)@", re.DOTALL)
-#: The same inside free text (a template): up to the last ``@`` before a blank or a quote.
+REDACTED: Final = HIDDEN
+#: Inside free text (a template): ``scheme://user:`` up to the last ``@`` before a blank or a quote.
 _EMBEDDED_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://[^\s:/@'\"]*):[^\s'\"]*@")
 #: Query parameters that carry a secret in a libpq URL (``password``, ``sslpassword``, ...).
 _QUERY_SECRET = re.compile(r"([?&][^=&\s]*password[^=&\s]*=)([^&#\s]*)", re.IGNORECASE)
 
 
-def _has_scheme(url: str) -> bool:
-    return "://" in url and bool(urlsplit(url.strip()).scheme)
+def _parts(url: str) -> UrlParts | None:
+    """``url`` split by the stores' one rule; None for a path; raises for a URL that cannot be read.
+
+    A ``file:`` URL without a host part is a path too (``file:///data/a@b`` holds no user).
+    """
+    text = url.strip()
+    if not has_url_scheme(text):
+        return None
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() == "file" and re.match(r"(localhost)?(/|$)", rest, re.IGNORECASE):
+        return None
+    return split_url(text)
 
 
 def url_passwords(url: str) -> list[str]:
-    """Every password the URL carries (user info, ``?password=``), decoded; empty for a plain path."""
-    if not _has_scheme(url):
-        return []
-    found: list[str] = []
-    userinfo = _USERINFO.search(url)
-    if userinfo:
-        found += dict.fromkeys([userinfo.group(2), userinfo.group(2).split("@", 1)[0]])
-    found += [match.group(2) for match in _QUERY_SECRET.finditer(url)]
-    return [unquote(secret) for secret in found if secret]
+    """Every secret the URL carries (the password, ``?password=``...), decoded; empty for a plain path.
+
+    A URL the stores refuse unread is a secret as a whole: nothing in it can be told apart.
+    """
+    try:
+        parts = _parts(url)
+    except InvalidConfiguration:
+        return [url.strip()]
+    return [] if parts is None else parts.secrets()
 
 
 def redact_store_url(url: str) -> str:
-    """``url`` with every password replaced by ``***`` (user, host, database and options kept)."""
-    if not _has_scheme(url):
+    """``url`` rebuilt from its parts with every secret as ``***``; unchanged when it holds none.
+
+    A URL the stores cannot read shows its scheme only: any other part could be a piece of the
+    password.
+    """
+    try:
+        parts = _parts(url)
+    except InvalidConfiguration:
+        scheme = url.strip().partition("://")[0].lower()
+        return f"{scheme}://(cannot be read: not shown)"
+    if parts is None or (parts.password is None and not parts.secrets()):
         return url
-    return _redact_query(_USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", url, count=1))
+    return parts.shown()
 
 
 def redact_text(text: str) -> str:
     """Any ``scheme://user:password@`` and ``password=`` inside free text (a template, say) hidden."""
-    return _redact_query(_EMBEDDED_USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text))
-
-
-def _redact_query(text: str) -> str:
+    text = _EMBEDDED_USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
     return _QUERY_SECRET.sub(lambda m: m.group(1) + (REDACTED if m.group(2) else ""), text)
 
 

@@ -75,6 +75,10 @@ class AllocateEpisodeOperator(StoreOperator):
     Retries, cleared tasks and backfills of the same DAG run keep the ``run_id``, hence the key,
     hence the episode. Also pushes XComs ``week_id``, ``sequence``, ``allocation_key``, ``reused``.
 
+    The new episode records this task instance as its owner (dag, task, run, map index), in the
+    same commit; the Idempotent Jobs page shows it to that DAG's readers, whatever the key says.
+    A key already held by another DAG's episode fails the task without retry (`AllocationConflict`).
+
     Every templated argument given must render a value: one that renders empty, ``None`` or
     ``null`` (any case, blanks ignored) fails the task without retry, naming the template.
 
@@ -145,9 +149,12 @@ class AllocateEpisodeOperator(StoreOperator):
             if run_id.startswith(TEMPORARY_RUN_PREFIX) and not self.allow_test_runs:
                 self._dry_run(week, key, run_id)
                 return None
+            from ..owner import Owner  # here: DAG files import this module on every parse
+
+            owner = Owner.of_task(ti.dag_id, ti.task_id, run_id, ti.map_index)
             store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
             try:
-                episode = store.allocate(week, key, self.fingerprint)
+                episode = store.allocate(week, key, self.fingerprint, owner=owner)
             finally:
                 store.close()
         self._report(context, episode, store)

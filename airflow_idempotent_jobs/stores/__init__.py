@@ -11,6 +11,7 @@ from ..errors import InvalidConfiguration
 from ..identity import has_hidden_characters
 from .base import EpisodeStore
 from .file import FileEpisodeStore
+from .url_parts import split_url
 
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore  # type: ignore[import-not-found,unused-ignore]
@@ -57,10 +58,7 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> EpisodeStore:
 def _open_postgres(text: str, **options: Any) -> EpisodeStore:
     if not text[text.index(":") :].startswith("://"):
         raise InvalidConfiguration(_WHAT, "URL", "a postgresql URL starts postgresql://")
-    try:
-        urlsplit(text)
-    except ValueError:  # e.g. an unclosed IPv6 bracket; its text may hold a password, so it is not shown
-        raise InvalidConfiguration(_WHAT, "URL", "not a valid postgresql:// URL") from None
+    split_url(text, _WHAT)  # refused here, naming the scheme only, before SQLAlchemy is imported
     from .postgres import PostgresEpisodeStore  # type: ignore[import-not-found,unused-ignore]
 
     store: EpisodeStore = PostgresEpisodeStore(text, **options)
@@ -68,27 +66,33 @@ def _open_postgres(text: str, **options: Any) -> EpisodeStore:
 
 
 def _file_url_path(text: str) -> str:
-    """The absolute local path a ``file:`` URL names (RFC 8089: ``file:///p``, ``file://localhost/p``, ``file:/p``)."""
+    """The absolute local path a ``file:`` URL names (RFC 8089: ``file:///p``, ``file://localhost/p``, ``file:/p``).
+
+    A URL holding an ``@`` may hold a password (``file://user:pw@host/p``, split anywhere by an
+    unencoded ``/``): messages then name neither the URL nor its host.
+    """
+    shown = f"the URL ({_NOT_SHOWN})" if "@" in text else repr(text)
     try:
         parts = urlsplit(text)
     except ValueError as exc:  # an unclosed IPv6 bracket in the host
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: {exc}") from None
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown}: {exc}") from None
     if parts.netloc.lower() not in ("", "localhost"):
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} names host {parts.netloc!r}: use a local file:///path")
+        host = "a host" if "@" in text else f"host {parts.netloc!r}"
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown} names {host}: use a local file:///path")
     if "?" in text:
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} has a query: a file URL names a directory only")
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown} has a query: a file URL names a directory only")
     if "#" in text:
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} has a fragment: a file URL names a directory only")
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown} has a fragment: a file URL names a directory only")
     if not parts.path:
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} names no directory: use file:///absolute/path")
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown} names no directory: use file:///absolute/path")
     if not parts.path.startswith("/"):
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r} is relative: use file:///absolute/path or a path")
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown} is relative: use file:///absolute/path or a path")
     if _BAD_PERCENT.search(parts.path):
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: '%' must start a percent escape like %20")
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown}: '%' must start a percent escape like %20")
     try:
         path = unquote(parts.path, errors="strict")
     except UnicodeDecodeError:
-        raise InvalidConfiguration(_WHAT, "file URL", f"{text!r}: its percent escapes are not UTF-8") from None
+        raise InvalidConfiguration(_WHAT, "file URL", f"{shown}: its percent escapes are not UTF-8") from None
     return _checked_path(path, text)
 
 

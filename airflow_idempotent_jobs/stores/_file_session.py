@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..episode import Episode
 from ..errors import AllocationConflict
 from ..identity import EpisodeId, WeekId
-from ._key_index import IndexDamaged, key_digest
+from ._key_index import IndexCopied, IndexDamaged, key_digest
 from ._week_history import (
     HISTORY_FILE,
     HISTORY_VERSION,
@@ -65,9 +65,11 @@ class FileSession:
         store = self._store
         try:
             return store.holders(allocation_key, repair=True)
-        except IndexDamaged:
-            # A bucket, a log or an index directory is gone: rebuild from the records, then look.
-            store._rebuild_index()
+        except IndexDamaged as damage:
+            # A bucket, a log or an index directory is gone, or the index is a copy (restored under
+            # this store object): rebuild from the records (never forgetting what the old index
+            # proves), then look.
+            store._rebuild_index(histories=not isinstance(damage, IndexCopied))
             self._weeks.clear()
             return store.holders(allocation_key, repair=True)
 

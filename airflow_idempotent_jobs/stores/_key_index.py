@@ -18,6 +18,13 @@ duplicate. They also say different things:
 
 Every bucket and every log is made when the index is built, so a missing one is damage
 (`IndexDamaged`), and the store rebuilds the index under its lock rather than trusting the rest.
+
+``meta.json`` also seals the index to its directories (`Seal`): the inode number and status-change
+time of ``keys/`` and ``log/``, which nothing changes after the build (markers and log lines go
+inside them). A copy of the index (``cp -a``, ``tar``, rsync, a restore) has new directories, and
+no program can set a status-change time, so a copied index never matches its seal (`IndexCopied`):
+it may be older or newer than the copied weeks, and the store verifies it against them before use.
+The check costs nothing: every lookup already ``lstat``s both directories.
 """
 
 from __future__ import annotations
@@ -25,21 +32,24 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId
-from .durable import SyncBatch, open_regular, read_file, require_dir, tmp_name, write_all
+from .durable import SyncBatch, open_regular, read_file, read_versioned, require_dir, tmp_name, write_all
 
 __all__ = [
     "BUCKET_CHARS",
     "LAYOUT",
     "MARKER_TEMPLATE",
+    "IndexCopied",
     "IndexDamaged",
     "KeyIndex",
     "Lookup",
+    "Seal",
     "key_digest",
     "log_line",
 ]
@@ -72,6 +82,52 @@ class IndexDamaged(Exception):
         self.path = path
 
 
+class IndexCopied(IndexDamaged):
+    """``keys/`` or ``log/`` are not the directories ``meta.json`` sealed: a copy, a restore, or unsealed."""
+
+
+#: A directory's identity: its inode number and its status-change time in nanoseconds.
+Identity = tuple[int, int]
+_NS: Final = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Seal:
+    """The identities of ``keys/`` and ``log/`` when the index was built (recorded in ``meta.json``)."""
+
+    keys: Identity
+    logs: Identity
+
+    def record(self) -> dict[str, list[int]]:
+        return {"keys": list(self.keys), "log": list(self.logs)}
+
+    @classmethod
+    def of(cls, meta: dict[str, object]) -> Seal | None:
+        """The seal ``meta.json`` records; None without one (written by an earlier release) or a malformed one."""
+        seal = meta.get("seal")
+        if not isinstance(seal, dict):
+            return None
+        pairs = [seal.get("keys"), seal.get("log")]
+        if not all(isinstance(p, list) and len(p) == 2 and all(_is_count(n) for n in p) for p in pairs):
+            return None
+        return cls(*(tuple(p) for p in pairs))  # type: ignore[arg-type]
+
+    def holds(self, keys: Identity, logs: Identity) -> bool:
+        return _same(self.keys, keys) and _same(self.logs, logs)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _same(sealed: Identity, found: Identity) -> bool:
+    """One directory; a file system that keeps whole seconds on disk (128-byte ext4 inodes) drops
+    the nanoseconds once the inode leaves the cache, so a whole-second time may match the seal's."""
+    if sealed == found:
+        return True
+    return sealed[0] == found[0] and found[1] % _NS == 0 and sealed[1] // _NS == found[1] // _NS
+
+
 @dataclass(frozen=True)
 class Lookup:
     """What the index says about one key."""
@@ -92,6 +148,8 @@ class KeyIndex:
         self.logs = f"{self.dir}/log"
         self.meta = f"{self.dir}/meta.json"
         self.template = f"{self.dir}/{MARKER_TEMPLATE}"
+        #: What ``meta.json`` sealed the index with, as last read (another process may rebuild it).
+        self.seal: Seal | None = None
 
     def bucket(self, digest: str) -> str:
         return f"{self.keys}/{digest[:BUCKET_CHARS]}"
@@ -103,12 +161,30 @@ class KeyIndex:
         return f"{self.bucket(digest)}/{digest}.{episode_id}"
 
     def require_dirs(self) -> None:
-        """`StoreCorrupted` for a link or a non-directory; `IndexDamaged` for a missing directory."""
-        for path in (self.dir, self.keys, self.logs):
-            try:
-                require_dir(path)
-            except FileNotFoundError:
-                raise IndexDamaged(path) from None
+        """`StoreCorrupted` for a link or a non-directory; `IndexDamaged` for a missing directory;
+        `IndexCopied` when ``keys/`` and ``log/`` are not the directories ``meta.json`` sealed."""
+        _identity(self.dir)
+        keys, logs = _identity(self.keys), _identity(self.logs)
+        if self.seal is not None and self.seal.holds(keys, logs):
+            return
+        self.seal = self.read_seal()  # rebuilt (and sealed again) by another process since we read it?
+        if self.seal is None or not self.seal.holds(keys, logs):
+            raise IndexCopied(self.meta)
+
+    def read_meta(self) -> dict[str, object]:
+        """``meta.json``; `IndexDamaged` when there is none (not built, or a rebuild cut short)."""
+        _identity(self.dir)  # never read through a link
+        try:
+            return read_versioned(self.meta)
+        except FileNotFoundError:
+            raise IndexDamaged(self.meta) from None
+
+    def read_seal(self) -> Seal | None:
+        return Seal.of(self.read_meta())
+
+    def current_seal(self) -> Seal:
+        """The seal of the directories as they are now (a rebuild records it last)."""
+        return Seal(_identity(self.keys), _identity(self.logs))
 
     # -- reading -------------------------------------------------------------------------------
     def lookup(self, allocation_key: str) -> Lookup:
@@ -151,6 +227,41 @@ class KeyIndex:
                 line_end = raw.index(b"\n", at)
                 found.add(parse_log_line(raw[at:line_end], path, at)[1])
             at = raw.find(needle, at + 1, end)
+        return found
+
+    def recorded(self, *, strict: bool) -> list[tuple[str, str, str]]:
+        """Every complete line of every key log: ``(digest, episode id, log path)``.
+
+        ``strict``: a log that cannot be read or a line that does not parse raises; otherwise it
+        is skipped (an operator's rebuild must get past a damaged index). Missing logs are skipped.
+        """
+        found: list[tuple[str, str, str]] = []
+        try:
+            require_dir(self.logs)  # never read through a link
+        except FileNotFoundError:
+            return found
+        except StoreCorrupted:
+            if strict:
+                raise
+            return found
+        for n in range(16**BUCKET_CHARS):
+            path = f"{self.logs}/{n:0{BUCKET_CHARS}x}.log"
+            try:
+                raw = read_file(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, StoreCorrupted):
+                if strict:
+                    raise
+                continue
+            offset = 0
+            for line in raw[: raw.rfind(b"\n") + 1].split(b"\n")[:-1]:
+                try:
+                    found.append((*parse_log_line(line, path, offset), path))
+                except StoreCorrupted:
+                    if strict:
+                        raise
+                offset += len(line) + 1
         return found
 
     # -- writing (under the store's lock) --------------------------------------------------------
@@ -238,6 +349,17 @@ def parse_log_line(line: bytes, path: str, offset: int) -> tuple[str, str]:
     except ValueError:
         pass
     raise StoreCorrupted(path, f"invalid key log line at byte {offset}: {line[:200]!r}")
+
+
+def _identity(path: str) -> Identity:
+    """A directory's identity, never through a link; `IndexDamaged` when it is missing."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        raise IndexDamaged(path) from None
+    if not stat.S_ISDIR(status.st_mode):
+        require_dir(path)  # raises, naming what it is
+    return status.st_ino, status.st_ctime_ns
 
 
 def _episode_id(text: str, where: str) -> str:

@@ -6,6 +6,11 @@ one mark per episode whose record has since been rewritten::
     {"schema_version":2,"week_id":"2026-W32"}
     {"allocation_key":"...","created_at":"...","episode_id":"2026-W32-0","fingerprint":null,"sequence":0}
     {"episode_id":"2026-W32-0","updated":true}
+    {"allocation_key":"...","created_at":"...","episode_id":"2026-W32-1","fingerprint":null,"owner":{...},"sequence":1}
+
+An entry of an episode allocated with an owner (`owner.Owner`, recorded by Airflow's operator)
+carries it as ``owner``; entries without one are exactly what they were, and a reader of an
+earlier release ignores the field (it would rebuild such a lost record without its owner).
 
 An entry is the commit point of its allocation: appended with one ``O_APPEND`` write and
 fdatasynced under the store's lock. It carries everything the fresh record holds, so the episode's
@@ -43,6 +48,7 @@ from ..allocation import new_episode
 from ..episode import Approval, Episode, EpisodeStatus, Submission
 from ..errors import InvalidIdentifier, StoreCorrupted
 from ..identity import EpisodeId, WeekId, validate_fingerprint
+from ..owner import OWNER_KEY, Owner
 from .durable import fsync_dir, open_regular, read_file, write_all
 
 __all__ = [
@@ -72,6 +78,8 @@ _WINDOW = 8192
 #: What a fresh record holds; compared with, never changed (both are frozen).
 _NO_SUBMISSION = Submission()
 _NO_APPROVAL = Approval()
+#: The metadata a fresh record may hold: nothing, or the owner its allocation recorded.
+_FRESH_METADATA: Final = frozenset({OWNER_KEY})
 _ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
@@ -110,14 +118,17 @@ class WeekLog:
 
 
 def entry_of(episode: Episode) -> dict[str, Any]:
-    """The history entry that commits ``episode``'s allocation."""
-    return {
+    """The history entry that commits ``episode``'s allocation (with its recorded owner, if any)."""
+    entry = {
         "allocation_key": episode.allocation_key,
         "created_at": episode.created_at,
         "episode_id": episode.episode_id,
         "fingerprint": episode.fingerprint,
         "sequence": episode.sequence,
     }
+    if OWNER_KEY in episode.metadata:
+        entry["owner"] = episode.metadata[OWNER_KEY]
+    return entry
 
 
 def entry_line(episode: Episode) -> bytes:
@@ -152,19 +163,21 @@ def fresh_episode(entry: dict[str, Any], week: WeekId) -> Episode | None:
     """The record an entry committed, as `allocate` made it; None for a version 1 entry (no fingerprint)."""
     if "fingerprint" not in entry:
         return None
-    fresh = new_episode(week, entry["sequence"], entry["allocation_key"], entry["fingerprint"])
+    owner = None if entry.get("owner") is None else Owner.recorded(entry["owner"])
+    fresh = new_episode(week, entry["sequence"], entry["allocation_key"], entry["fingerprint"], owner)
     return dataclasses.replace(fresh, created_at=entry["created_at"], updated_at=entry["created_at"])
 
 
 def is_fresh(episode: Episode) -> bool:
     """True while the record is still the one its allocation wrote (never rewritten since).
 
-    Every other field of a fresh record follows from its id, key and fingerprint (`fresh_episode`).
+    Every other field of a fresh record follows from its id, key, fingerprint and recorded owner
+    (`fresh_episode`); no update writes the owner (`EpisodeStore.update`).
     """
     return (
         episode.status is EpisodeStatus.ALLOCATED
         and episode.updated_at == episode.created_at
-        and not episode.metadata
+        and set(episode.metadata) <= _FRESH_METADATA
         and episode.submission == _NO_SUBMISSION
         and episode.approval == _NO_APPROVAL
     )
@@ -204,7 +217,8 @@ def _line(raw: bytes, path: str | Path, offset: int, week: WeekId) -> dict[str, 
             return data
     elif isinstance(data, dict) and _is_sequence(sequence := data.get("sequence")):
         texts = [data.get(k) for k in ("episode_id", "allocation_key", "created_at")]
-        if all(isinstance(t, str) for t in texts) and _is_id(texts[0], week, sequence) and _fingerprint_ok(data):
+        valid = all(isinstance(t, str) for t in texts) and _is_id(texts[0], week, sequence)
+        if valid and _fingerprint_ok(data) and _owner_ok(data):
             return data
     raise StoreCorrupted(str(path), f"invalid history entry at byte {offset}: {raw[:200]!r}")
 
@@ -231,6 +245,16 @@ def _fingerprint_ok(data: dict[str, Any]) -> bool:
         return bool(validate_fingerprint(data["fingerprint"]) == data["fingerprint"])
     except (InvalidIdentifier, TypeError, ValueError):
         return False
+
+
+def _owner_ok(data: dict[str, Any]) -> bool:
+    if "owner" not in data:
+        return True
+    try:
+        Owner.recorded(data["owner"])
+    except ValueError:
+        return False
+    return True
 
 
 def _is_mark(line: dict[str, Any]) -> bool:

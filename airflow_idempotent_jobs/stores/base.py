@@ -9,16 +9,19 @@ from contextlib import AbstractContextManager
 from typing import Protocol, Union
 
 from .. import approval
-from ..allocation import decide, new_episode, sole_holder
-from ..check import CheckReport, EpisodeRule
+from ..allocation import checked_owner, decide, new_episode, sole_holder
+from ..check import CheckReport, EpisodeRule, WeekRead
 from ..episode import Decision, Episode
 from ..errors import EpisodeNotFound, StoreMissing, StoreOutdated
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+from ..owner import OWNER_KEY, Owner
 
 __all__ = ["EpisodeStore", "StoreSession"]
 
 WeekLike = Union[str, WeekId]
 EpisodeLike = Union[str, EpisodeId]
+#: Stands for a metadata key that is not there (an owner may only be written by the allocation).
+_ABSENT = object()
 
 
 class StoreSession(Protocol):
@@ -99,17 +102,25 @@ class EpisodeStore(abc.ABC):
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
         """Committed episodes of one week, or of every week, in any order."""
 
-    def allocate(self, week: WeekLike, allocation_key: str, fingerprint: str | None = None) -> Episode:
-        """The episode this key owns in ``week``: the existing one on a retry, else the next sequence."""
+    def allocate(
+        self, week: WeekLike, allocation_key: str, fingerprint: str | None = None, *, owner: Owner | None = None
+    ) -> Episode:
+        """The episode this key owns in ``week``: the existing one on a retry, else the next sequence.
+
+        ``owner``: the Airflow task instance allocating (the operator passes its own), recorded in
+        the new episode in the same commit; a retry changes nothing, and a holder allocated by
+        another DAG is `AllocationConflict` (`allocation.refuse_another_dag`).
+        """
         week_id = WeekId.parse(week)
         key = validate_allocation_key(allocation_key)
         fp = validate_fingerprint(fingerprint)
+        who = checked_owner(owner)
         with self._session() as session:
-            existing = decide(week_id, key, fp, session.holders(key))
+            existing = decide(week_id, key, fp, session.holders(key), who)
             if existing is not None:
                 return existing
             highest = session.highest_sequence(week_id)
-            episode = new_episode(week_id, 0 if highest is None else highest + 1, key, fp)
+            episode = new_episode(week_id, 0 if highest is None else highest + 1, key, fp, who)
             session.insert(episode)
             return episode
 
@@ -143,6 +154,24 @@ class EpisodeStore(abc.ABC):
         """Episodes ordered by week, then sequence."""
         week_id = None if week is None else WeekId.parse(week)
         return sorted(self._read_all(week_id), key=lambda e: (e.week_id, e.sequence))
+
+    def read_week(self, week: WeekLike) -> WeekRead:
+        """The week's episodes that can be read, and each record of it that cannot, named; never repairs.
+
+        For readers that must show the rest of a week when one record is damaged (the page, the
+        report); `list` raises `StoreCorrupted` instead. Damage that leaves nothing listable (the
+        week's directory is not one) still raises.
+        """
+        read = self._read_week(WeekId.parse(week))
+        episodes = sorted(read.episodes, key=lambda e: e.sequence)
+        damaged = sorted(
+            read.damaged, key=lambda d: -1 if d.episode_id is None else EpisodeId.parse(d.episode_id).sequence
+        )
+        return WeekRead(episodes, damaged)
+
+    def _read_week(self, week: WeekId) -> WeekRead:
+        """`read_week`'s primitive, in any order; a backend that cannot skip a damaged record raises."""
+        return WeekRead(self._read_all(week))
 
     def update(self, episode_id: EpisodeLike, change: Callable[[Episode], Episode]) -> Episode:
         """Apply ``change`` to the current record under the lock and persist the result.
@@ -205,6 +234,8 @@ class EpisodeStore(abc.ABC):
             after = change(before, [e for e in week if e.episode_id != before.episode_id])
             if (after.episode_id, after.allocation_key) != (before.episode_id, before.allocation_key):
                 raise ValueError("update must not change an episode's id or allocation key")
+            if after.metadata.get(OWNER_KEY, _ABSENT) != before.metadata.get(OWNER_KEY, _ABSENT):
+                raise ValueError("update must not add, change or drop the owner recorded at allocation")
             approval.kept(before, after)
             if after != before:
                 session.replace(before, after)

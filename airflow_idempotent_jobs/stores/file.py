@@ -10,7 +10,8 @@ Layout under the root (every JSON file carries ``schema_version``)::
                                         from its first rewrite on; a lost fresh one is rebuilt
                                         from its entry
     episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
-    index/...                           the key index: markers and key logs (derived; see `_key_index`)
+    index/...                           the key index: markers and key logs (derived; see `_key_index`),
+                                        sealed to its directories: a copied one is rebuilt (`_index_rebuild`)
 
 An allocation's write order and why it is durable are in `FileSession`.
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import safe_json
+from ..check import DamagedRecord, WeekRead
 from ..episode import SCHEMA_VERSION, Episode, is_negative_zero, utc_now
 from ..errors import (
     AllocationConflict,
@@ -50,7 +52,8 @@ from ..identity import EpisodeId, WeekId
 from ._file_lock import LockTimeout, StoreLock
 from ._file_session import STATE_FILE, FileSession
 from ._fresh_record import record_bytes
-from ._key_index import BUCKET_CHARS, LAYOUT, IndexDamaged, KeyIndex, key_digest, log_line
+from ._index_rebuild import rebuild
+from ._key_index import BUCKET_CHARS, LAYOUT, IndexCopied, IndexDamaged, KeyIndex, Seal, key_digest
 from ._week_history import (
     HISTORY_FILE,
     append_history,
@@ -66,7 +69,6 @@ from ._week_history import (
 from .base import EpisodeStore
 from .durable import (
     TMP_PREFIX,
-    SyncBatch,
     fsync_dir,
     read_file,
     read_json,
@@ -157,7 +159,7 @@ class FileEpisodeStore(EpisodeStore):
         return self._namespace
 
     @contextmanager
-    def _session(self) -> Iterator[FileSession]:
+    def _session(self, *, check_index: bool = True) -> Iterator[FileSession]:
         try:
             if not self._root_exists():
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -170,7 +172,7 @@ class FileEpisodeStore(EpisodeStore):
             raise StoreUnavailable(f"cannot use the store root {self.root}: {exc.strerror or exc}") from exc
         try:
             if not self._ready:
-                self._initialise()
+                self._initialise(check_index=check_index)
             yield FileSession(self)
         except OSError as exc:  # inline, not `io_errors`: no extra generator on the allocation path
             raise self._io_error(exc) from exc
@@ -231,9 +233,14 @@ class FileEpisodeStore(EpisodeStore):
 
     # -- maintenance ---------------------------------------------------------------------------
     def rebuild_index(self) -> int:
-        """Rebuild the key index and week histories from the episode files; returns episodes seen."""
-        with self._session():
-            return self._rebuild_index()
+        """Rebuild the key index and week histories from the episode files; returns episodes seen.
+
+        The operator's rebuild: what only the old index knew is forgotten (`_index_rebuild`).
+        """
+        with self._session(check_index=False):
+            count = self._rebuild_index(guard=False)
+            self._ready = True
+            return count
 
     # -- the key index -------------------------------------------------------------------------
     def holders(self, allocation_key: str, *, repair: bool) -> builtins.list[Episode]:
@@ -353,96 +360,40 @@ class FileEpisodeStore(EpisodeStore):
             raise StoreCorrupted(str(path), "missing namespace")
         return namespace
 
-    def _initialise(self) -> None:
-        """Under the lock: create ``store.json`` when missing; (re)build a missing or outdated key index."""
+    def _initialise(self, *, check_index: bool = True) -> None:
+        """Under the lock: create ``store.json`` when missing; rebuild an index this tree cannot vouch for.
+
+        That is a missing or outdated one, and one not sealed to these directories (`IndexCopied`:
+        copied or restored, maybe older or newer than the weeks copied with it).
+        """
         namespace = self._read_store_meta()
         if namespace is None:
             namespace = uuid.uuid4().hex
             meta = {"schema_version": SCHEMA_VERSION, "namespace": namespace, "created_at": utc_now()}
             write_durable(self.root / "store.json", meta)
+        self._namespace = namespace
+        if not check_index:
+            return  # the caller rebuilds the index itself
+        index = self.index
+        copied = False
         try:
-            self.index.require_dirs()
-            index_meta = read_versioned(self.index.meta)
+            index_meta = index.read_meta()
             # Built with another bucket width or layout: lookups would miss.
             built = (index_meta.get("bucket_chars"), index_meta.get("layout")) == (BUCKET_CHARS, LAYOUT)
-        except (FileNotFoundError, IndexDamaged):
+            if built:
+                index.seal = Seal.of(index_meta)
+                index.require_dirs()
+        except IndexCopied:
+            built, copied = False, True
+        except IndexDamaged:
             built = False
         if not built:
-            self._rebuild_index()
-        self._namespace = namespace
+            self._rebuild_index(histories=not copied)
         self._ready = True
 
-    def _rebuild_index(self) -> int:
-        index = self.index
-        episodes = list(self._scan(None))  # first: a record that cannot be read stops it, unchanged
-        # Entries whose record is gone for good stay committed: the index keeps their keys held.
-        present = {e.episode_id for e in episodes}
-        held = [(e.allocation_key, e.episode_id) for e in episodes]
-        for week in self.weeks():
-            try:
-                old = read_week_log(self.history_path(week), week)
-            except FileNotFoundError:
-                continue
-            held += [(e["allocation_key"], e["episode_id"]) for e in old.entries if e["episode_id"] not in present]
-        try:
-            os.unlink(index.meta)  # a rebuild cut short leaves no meta.json, so the next open rebuilds
-        except FileNotFoundError:
-            pass
-        batch = SyncBatch()
-        try:
-            try:
-                require_dir(index.dir)
-            except FileNotFoundError:
-                os.mkdir(index.dir)
-                batch.directory(self._root)
-            for directory in (index.keys, index.logs):
-                try:
-                    require_dir(directory)  # never remove through a link
-                    shutil.rmtree(directory)
-                except FileNotFoundError:
-                    pass
-            if not os.path.lexists(index.template):
-                index.new_template(batch)
-            # Every bucket and log up front: a one-time cost (512 entries, tens of ms) that lets a
-            # missing one be told apart from one never needed.
-            lines: dict[str, builtins.list[bytes]] = {}
-            for key, episode_id in held:
-                digest = key_digest(key)
-                lines.setdefault(digest[:BUCKET_CHARS], []).append(log_line(digest, episode_id))
-            os.mkdir(index.keys)
-            os.mkdir(index.logs)
-            for n in range(16**BUCKET_CHARS):
-                name = f"{n:0{BUCKET_CHARS}x}"
-                os.mkdir(f"{index.keys}/{name}")
-                if name in lines:
-                    batch.create(f"{index.logs}/{name}.log", b"".join(lines[name]))
-                else:  # no data to sync: the directory's fsync makes the empty file last
-                    os.close(os.open(f"{index.logs}/{name}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            batch.directory(index.keys)
-            batch.directory(index.logs)
-            batch.directory(index.dir)
-            for key, episode_id in held:
-                index.write_marker(key_digest(key), episode_id, batch, [])
-            by_week: dict[str, builtins.list[Episode]] = {}
-            for episode in episodes:
-                by_week.setdefault(episode.week_id, []).append(episode)
-            renames = []
-            for week_text, members in by_week.items():
-                week = WeekId.parse(week_text)
-                # Never lower the week's highest sequence, even if an episode directory went missing.
-                tmp = self.week_dir(week) / tmp_name(HISTORY_FILE)
-                batch.create(tmp, self._history_from(week, members))
-                renames.append((tmp, self.history_path(week)))
-            batch.flush()
-        finally:
-            batch.close()
-        for tmp, final in renames:
-            os.replace(tmp, final)
-            batch.directory(final.parent)
-        batch.flush()
-        meta = {"schema_version": SCHEMA_VERSION, "kind": "key-index", "bucket_chars": BUCKET_CHARS, "layout": LAYOUT}
-        write_durable(Path(index.meta), {**meta, "built_at": utc_now()})
-        return len(episodes)
+    def _rebuild_index(self, *, guard: bool = True, histories: bool = True) -> int:
+        """Under the lock: rebuild the index and histories (`_index_rebuild`); ``guard``: never forget."""
+        return rebuild(self, guard=guard, histories=histories)
 
     def history_highest(self, week: WeekId, *, whole: bool = False) -> int | None:
         """The highest sequence the week's history records (its tail, or ``whole`` file), None if none."""
@@ -583,8 +534,10 @@ class FileEpisodeStore(EpisodeStore):
             raise
         fsync_dir(path.parent)
 
-    def _history_from(self, week: WeekId, members: builtins.list[Episode]) -> bytes:
+    def _history_from(self, week: WeekId, members: builtins.list[Episode], floor: int | None = None) -> bytes:
         """A history of ``members`` that never lowers the highest sequence nor forgets a commit.
+
+        ``floor``: a highest sequence known from elsewhere (an old key log's line, `_index_rebuild`).
 
         Members known only from their entry get their record written durably first, since the new
         history marks every record that is not fresh. An entry whose record is gone for good (lost
@@ -597,7 +550,7 @@ class FileEpisodeStore(EpisodeStore):
             old = None
         present = {m.episode_id for m in members}
         lost = [] if old is None else [e for e in old.entries if e["episode_id"] not in present]
-        known = [e["sequence"] for e in lost]
+        known = [e["sequence"] for e in lost] + ([] if floor is None else [floor])
         if old is not None and old.highest is not None:
             known.append(old.highest)
         highest = max([m.sequence for m in members] + known, default=None)
@@ -650,17 +603,23 @@ class FileEpisodeStore(EpisodeStore):
                 continue
         return sorted(weeks)
 
-    def _scan(self, week: WeekId | None) -> Iterator[Episode]:
+    def _scan(self, week: WeekId | None, damaged: builtins.list[DamagedRecord] | None = None) -> Iterator[Episode]:
         """Every committed episode: the records, and those known only from their history entry.
 
         The history is read after the directory listing: an entry whose record was renamed into
         place in between is read from its record, so an episode committed before the scan began is
-        never left out.
+        never left out. With ``damaged``, a record or history that is `StoreCorrupted` is appended
+        there and skipped (`read_week`); without it, it raises.
         """
         for each_week in [week] if week is not None else self.weeks():
-            seen = set()
+            seen = set()  # read, or damaged: never read again from its entry
             for episode_id in self.committed_ids(each_week):
-                episode = self._record(episode_id)
+                try:
+                    episode = self._record(episode_id)
+                except StoreCorrupted as exc:
+                    _skip(damaged, str(episode_id), exc)
+                    seen.add(str(episode_id))
+                    continue
                 if episode is not None:  # else known from its entry below, or lost after a rewrite
                     seen.add(episode.episode_id)
                     yield episode
@@ -668,9 +627,30 @@ class FileEpisodeStore(EpisodeStore):
                 log = read_week_log(self.history_path(each_week), each_week)
             except FileNotFoundError:
                 continue
+            except StoreCorrupted as exc:
+                _skip(damaged, None, exc)
+                continue
             for entry in log.entries:
                 if entry["episode_id"] not in seen:
-                    found = self._load(EpisodeId(each_week, entry["sequence"]), dirs_checked=True)
+                    try:
+                        found = self._load(EpisodeId(each_week, entry["sequence"]), dirs_checked=True)
+                    except StoreCorrupted as exc:
+                        _skip(damaged, entry["episode_id"], exc)
+                        continue
                     if found is not None:
                         seen.add(found.episode_id)
                         yield found
+
+    def _read_week(self, week: WeekId) -> WeekRead:
+        read = WeekRead([])
+        with self.io_errors():
+            if self._root_exists():
+                read.episodes.extend(self._scan(week, read.damaged))
+        return read
+
+
+def _skip(damaged: builtins.list[DamagedRecord] | None, episode_id: str | None, exc: StoreCorrupted) -> None:
+    """Name the damage in ``damaged`` and go on (`read_week`), or raise it when the caller skips nothing."""
+    if damaged is None:
+        raise exc
+    damaged.append(DamagedRecord(episode_id, exc.where, exc.reason))

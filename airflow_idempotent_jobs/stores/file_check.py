@@ -14,6 +14,7 @@ from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, uni
 from ..episode import Episode
 from ..errors import StoreCorrupted
 from ..identity import EpisodeId, WeekId
+from ..owner import OWNER_KEY
 from ._key_index import BUCKET_CHARS, parse_log_line
 from ._week_history import HISTORY_FILE, fresh_episode, read_week_log
 from .durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
@@ -247,6 +248,8 @@ def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode
             problems.append(Problem(str(path), f"history gives {entry_id} another allocation key"))
         elif entry["created_at"] != episode.created_at:
             problems.append(Problem(str(path), f"history gives {entry_id} another created_at"))
+        elif entry.get("owner") != episode.metadata.get(OWNER_KEY):
+            problems.append(Problem(str(path), f"history gives {entry_id} another owner than its record"))
     return problems
 
 

@@ -1,4 +1,4 @@
-"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0004) and its answers.
+"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0005) and its answers.
 
 The rule runs in the server, so the namespace's advisory lock is held for the server's own work
 only, never across a network round trip. The call is one statement in autocommit: its own
@@ -25,25 +25,30 @@ from ..allocation import another_fingerprint, another_week, new_episode, several
 from ..episode import Episode, utc_now
 from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
 from ..identity import WeekId
+from ..owner import Owner
 from . import pg_schema
 from .pg_session import IDENTITY_RE
 
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore
 
-__all__ = ["ANSWERS", "Allocated", "call", "call_sql"]
+__all__ = ["ANSWERS", "Allocated", "call", "call_sql", "row_deleted"]
 
-#: SQLSTATEs raised by ``allocate_episode`` (migration 0004): several holders, another week,
-#: another fingerprint, a week no sequence can follow, and a call outside READ COMMITTED.
+#: SQLSTATEs raised by ``allocate_episode`` (migrations 0004, 0005): several holders, another week,
+#: another fingerprint, a week no sequence can follow, a call outside READ COMMITTED, and a key
+#: whose episode row was deleted (its tombstone).
 SEVERAL_HOLDERS: Final = "IJ005"
 ANOTHER_WEEK: Final = "IJ006"
 ANOTHER_FINGERPRINT: Final = "IJ007"
 SEQUENCE_EXHAUSTED: Final = "IJ008"
 NOT_READ_COMMITTED: Final = "IJ009"
+ROW_DELETED: Final = "IJ010"
 #: Every SQLSTATE of the function that has an answer of its own here (IJ009 cannot happen: the
 #: call runs in its own READ COMMITTED transaction; should it, it is a plain database error).
-ANSWERS: Final = frozenset({SEVERAL_HOLDERS, ANOTHER_WEEK, ANOTHER_FINGERPRINT, SEQUENCE_EXHAUSTED})
+ANSWERS: Final = frozenset({SEVERAL_HOLDERS, ANOTHER_WEEK, ANOTHER_FINGERPRINT, SEQUENCE_EXHAUSTED, ROW_DELETED})
 _UNIQUE_VIOLATION: Final = "23505"
+#: The metadata of a new row allocated without an owner.
+_NO_METADATA: Final = json.dumps(new_episode(WeekId(2026, 1), 0, "k", None).to_record()["metadata"])
 #: The last values of a unique violation's detail: ``Key (...)=(<namespace>, <episode id>) already exists.``
 _EPISODE_KEY = re.compile(r", ([^,()]+)\) already exists\.?$")
 _WEEK_SEQUENCE_KEY = re.compile(r", ([^,()]+), ([0-9]+)\) already exists\.?$")
@@ -80,14 +85,15 @@ _HELD: Final = (
 def call_sql(schema: str, lock_key: int, lock_ms: int) -> str:
     """The call for one store, prepared once per connection: the store's constants are written into it.
 
-    The lock key and timeout are our own integers, the fresh submission and metadata our own JSON;
-    what varies per call (namespace, week, key, fingerprint, time, new identity) is bound, positionally.
+    The lock key and timeout are our own integers, the fresh submission our own JSON; what varies
+    per call (namespace, week, key, fingerprint, time, the new row's metadata: its recorded owner,
+    new identity) is bound, positionally.
     """
-    submission, metadata, schema_version = _fresh_columns()
+    submission, schema_version = _fresh_columns()
     s = pg_schema.quote_schema(schema)
     return (
         f"SELECT * FROM {s}.allocate_episode(%s::text, {lock_key:d}::bigint, '{lock_ms:d}'::text, %s::text,"
-        f" %s::text, %s::text, %s::text, {_literal(submission)}::jsonb, {_literal(metadata)}::jsonb,"
+        f" %s::text, %s::text, %s::text, {_literal(submission)}::jsonb, %s::jsonb,"
         f" {schema_version:d}::integer, %s::text)"
     )
 
@@ -99,16 +105,20 @@ def call(
     key: str,
     fingerprint: str | None,
     new_identity: str | None,
+    owner: Owner | None = None,
 ) -> Allocated:
     """Allocate in one round trip on ``conn`` (autocommit, idle); a refusal is this package's error.
 
     ``new_identity``: the identity to record if the namespace has none yet (None: the caller knows it).
+    ``owner``: recorded in the new row's metadata, by the function's own insert.
     Errors that are not the rule's (lock or statement timeout, a lost connection) are raised as
     they came, for the store's one translation boundary.
     """
     now = utc_now()  # the new row's created_at and updated_at, if the server writes one
     sql = call_sql(store.schema, store.lock_key, store.timeouts.lock_ms)
-    params = (store.namespace, str(week), key, fingerprint, now, new_identity)
+    # The new row's metadata, as `new_episode` makes it: nothing, or the owner.
+    metadata = _NO_METADATA if owner is None else json.dumps(dict(new_episode(week, 0, key, None, owner).metadata))
+    params = (store.namespace, str(week), key, fingerprint, now, metadata, new_identity)
     try:
         row = _send(conn, sql, params, explicit=store.explicit_transaction)
     except psycopg.Error as exc:
@@ -131,15 +141,15 @@ def call(
     if outcome != "new" or not isinstance(sequence, int):
         raise StoreCorrupted(store.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
     # The row the server just inserted from our own values: only its sequence is news.
-    episode = dataclasses.replace(new_episode(week, sequence, key, fingerprint), created_at=now, updated_at=now)
+    episode = dataclasses.replace(new_episode(week, sequence, key, fingerprint, owner), created_at=now, updated_at=now)
     return Allocated(episode, identity)
 
 
 @functools.lru_cache(maxsize=1)
-def _fresh_columns() -> tuple[str, str, int]:
-    """The submission, metadata (JSON text) and schema_version of every new episode's row."""
+def _fresh_columns() -> tuple[str, int]:
+    """The submission (JSON text) and schema_version of every new episode's row."""
     record = new_episode(WeekId(2026, 1), 0, "k", None).to_record()
-    return json.dumps(record["submission"]), json.dumps(record["metadata"]), int(record["schema_version"])
+    return json.dumps(record["submission"]), int(record["schema_version"])
 
 
 def _literal(text: str) -> str:
@@ -207,8 +217,21 @@ def _answer(
     if state == ANOTHER_FINGERPRINT:
         stored = facts["fingerprint"]
         return another_fingerprint(key, fingerprint, str(facts["episode_id"]), None if stored is None else str(stored))
+    if state == ROW_DELETED:
+        return row_deleted(store, key, facts)
     where = store.where(str(week), table="weeks")
     return StoreCorrupted(where, f"highest_sequence {facts['highest']} is out of range")
+
+
+def row_deleted(store: PostgresEpisodeStore, key: str, facts: dict[str, Any]) -> StoreCorrupted:
+    """The key's episode row was deleted: a new episode would be a second job for the same invocation."""
+    episode_id = str(facts.get("episode_id"))
+    return StoreCorrupted(
+        store.where(episode_id),
+        f"the row of key {key!r} was deleted by {facts.get('deleted_by')} at {facts.get('deleted_at')}: a new "
+        f"episode would be a second job, so its retry is refused; restore the row from {store.schema}."
+        "episode_tombstones, or delete its tombstone to let the key have a new episode",
+    )
 
 
 def _unique_violation(store: PostgresEpisodeStore, week: WeekId, key: str, exc: psycopg.Error) -> IdempotentJobsError:

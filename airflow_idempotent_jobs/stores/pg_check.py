@@ -1,9 +1,16 @@
-"""Read-only verification of a PostgreSQL store: it reads rows one by one and reports, never repairs."""
+"""Read-only verification of a PostgreSQL store: it reads rows one by one and reports, never repairs.
+
+Besides each row, it reports every row that is missing: an allocation commits its sequence and its
+row together, so a week's sequences up to its high-water mark all have rows, and one without is a
+row deleted by hand. A tombstone (schema version 5) names its key; a row deleted with the store's
+triggers off left none, and the gap below the mark still shows.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -12,17 +19,22 @@ from ..episode import Episode
 from ..errors import InvalidIdentifier, StoreCorrupted
 from ..identity import EpisodeId, WeekId
 from . import pg_schema
+from .pg_allocate import row_deleted
 
 if TYPE_CHECKING:
     from .postgres import PostgresEpisodeStore
 
 __all__ = ["check_postgres_store"]
 
+#: The highest sequence an episode id can carry (`identity.EpisodeId`).
+MAX_SEQUENCE = 999_999_999
+
 
 def check_postgres_store(
     store: PostgresEpisodeStore, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()
 ) -> CheckReport:
-    """Schema version, every row (or the named ones), one key per episode, and the weeks' high-water marks."""
+    """Schema version, every row (or the named ones), one key per episode, the weeks' high-water marks,
+    and the rows that are missing (deleted: a tombstone, or a sequence up to the week's mark without a row)."""
     tables = store.tables
     # One read-only snapshot for the whole check, so that a concurrent allocation cannot look like a problem.
     reader = store.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
@@ -51,6 +63,20 @@ def check_postgres_store(
                 )
             ).all()
         )
+        tombs = tables.episode_tombstones
+        tombstones = {
+            row.episode_id: row
+            for row in conn.execute(
+                sa.select(
+                    tombs.c.episode_id,
+                    tombs.c.week_id,
+                    tombs.c.sequence,
+                    tombs.c.allocation_key,
+                    tombs.c.deleted_at,
+                    tombs.c.deleted_by,
+                ).where(tombs.c.namespace == store.namespace)
+            )
+        }
         identity = conn.execute(
             sa.select(tables.store_identity.c.identity).where(tables.store_identity.c.namespace == store.namespace)
         ).scalar_one_or_none()
@@ -81,9 +107,56 @@ def check_postgres_store(
             problems.append(
                 Problem(store.where(episode.episode_id), f"week {episode.week_id} high-water mark {mark} is behind it")
             )
+    present = {str(row._mapping["episode_id"]): row._mapping["allocation_key"] for row in rows}
+    named = {str(e) for e in only}
+    # A tombstone whose row is back with its key was restored; any other names a row that is gone.
+    deleted = {i: t for i, t in tombstones.items() if present.get(i) != t.allocation_key}
+    for episode_id, tomb in sorted(deleted.items()):
+        if not only or episode_id in named:
+            problems.append(Problem(store.where(episode_id), _deleted(store, tomb)))
     if only:
-        present = {str(row._mapping["episode_id"]) for row in rows}
-        problems += [Problem(str(e), "episode not found") for e in only if str(e) not in present]
+        problems += [Problem(str(e), "episode not found") for e in only if str(e) not in present.keys() | deleted]
     else:
+        sequences = [(str(r._mapping["week_id"]), r._mapping["sequence"]) for r in rows]
+        sequences += [(str(t.week_id), t.sequence) for t in deleted.values()]
+        problems += _gaps(store, marks, sequences)
         problems += unique_keys(good)
     return CheckReport(problems, good)
+
+
+def _deleted(store: PostgresEpisodeStore, tomb: Any) -> str:
+    """The tombstone's finding, in the words the key's retry is refused with."""
+    at = tomb.deleted_at.isoformat() if isinstance(tomb.deleted_at, datetime) else tomb.deleted_at
+    facts = {"episode_id": tomb.episode_id, "deleted_by": tomb.deleted_by, "deleted_at": at}
+    return row_deleted(store, str(tomb.allocation_key), facts).reason
+
+
+def _gaps(store: PostgresEpisodeStore, marks: dict[str, int], taken: Iterable[tuple[str, int]]) -> list[Problem]:
+    """Each run of sequences up to a week's highest (mark, row or tombstone) with neither a row nor a tombstone."""
+    used: dict[str, set[int]] = {week: set() for week in marks}
+    for week, sequence in taken:
+        if 0 <= sequence <= MAX_SEQUENCE:  # one past the range is a damaged row, reported as such
+            used.setdefault(week, set()).add(sequence)
+    problems = []
+    for week, sequences in sorted(used.items()):
+        mark = marks.get(week)
+        top = max([*sequences, *([mark] if mark is not None and 0 <= mark <= MAX_SEQUENCE else [])], default=-1)
+        for first, last in _runs_missing(sorted(sequences), top):
+            ids = f"{week}-{first}" if first == last else f"{week}-{first} to {week}-{last} ({last - first + 1} ids)"
+            problems.append(
+                Problem(
+                    store.where(f"{week}-{first}"),
+                    f"no row and no tombstone for {ids}, though the week used sequences up to {top}: deleted with "
+                    "the store's triggers off? A retry of its key would get a new episode: restore it from a backup",
+                )
+            )
+    return problems
+
+
+def _runs_missing(present: list[int], top: int) -> Iterator[tuple[int, int]]:
+    """The (first, last) runs of 0..top not in ``present`` (sorted, distinct)."""
+    expected = 0
+    for sequence in [*present, top + 1]:
+        if sequence > expected:
+            yield expected, sequence - 1
+        expected = sequence + 1

@@ -27,13 +27,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import psycopg
-from sqlalchemy.engine.url import URL, make_url
+from sqlalchemy.engine.url import URL
 
 from ..episode import is_negative_zero
 from ..errors import IdempotentJobsError, InvalidConfiguration, InvalidIdentifier
+from .url_parts import split_url
 
 __all__ = [
     "LIBPQ_OPTIONS",
@@ -164,18 +165,22 @@ def check_namespace(value: object) -> str:
 
 def parse_store_url(text: str, schemes: frozenset[str]) -> StoreUrl:
     """Check every part of ``text`` the store or libpq would act on; `InvalidConfiguration` otherwise."""
-    try:
-        parts = urlsplit(text)
-        url = make_url(text)
-    except Exception:  # its text may hold a password: not shown
-        raise InvalidConfiguration(WHAT, "URL", "not a valid postgresql:// URL") from None
-    if url.drivername not in schemes:
-        raise InvalidConfiguration(WHAT, "URL", f"scheme {url.drivername!r}: use postgresql:// (psycopg 3)")
-    if parts.fragment or text.endswith("#"):
+    parts = split_url(text, WHAT)  # the password first, by the one rule: never by SQLAlchemy's or urllib's
+    if parts.scheme not in schemes:
+        raise InvalidConfiguration(WHAT, "URL", f"scheme {parts.scheme!r}: use postgresql:// (psycopg 3)")
+    if parts.fragment is not None:
         raise InvalidConfiguration(WHAT, "URL", "has a #fragment, which means nothing to the store")
+    url = URL.create(
+        "postgresql",
+        username=parts.user,
+        password=parts.password,
+        host=parts.hostname,
+        port=parts.port,
+        database=unquote(parts.path[1:]) if parts.path else None,
+    )
     store: dict[str, str] = {}
     libpq: dict[str, str] = {}
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    for name, value in parse_qsl(parts.query or "", keep_blank_values=True):
         shown = "(hidden)" if name in _SECRET else repr(value[:60])
         if name in store or name in libpq:
             raise InvalidConfiguration(WHAT, name, "given more than once")

@@ -121,6 +121,8 @@ class Tables:
     episodes: Table
     submission_transitions: Table
     store_identity: Table
+    #: One row per episode row deleted (version 5): its key fails closed until the tombstone goes.
+    episode_tombstones: Table
 
 
 #: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
@@ -186,6 +188,18 @@ def tables(schema: str) -> Tables:
             Column("namespace", Text, primary_key=True),
             Column("identity", Text, nullable=False),
             Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+        ),
+        episode_tombstones=Table(
+            "episode_tombstones",
+            metadata,
+            Column("namespace", Text, primary_key=True),
+            Column("episode_id", Text, primary_key=True),
+            Column("week_id", Text, nullable=False),
+            Column("sequence", Integer, nullable=False),
+            Column("allocation_key", Text, nullable=False),
+            Column("record", JSONB, nullable=False),
+            Column("deleted_at", TIMESTAMP(timezone=True), nullable=False),
+            Column("deleted_by", Text, nullable=False),
         ),
     )
 

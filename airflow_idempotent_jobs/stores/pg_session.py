@@ -88,11 +88,13 @@ def statements(schema: str) -> Statements:
         holders=f"{select} AND allocation_key = %(key)s",
         load=f"{select} AND episode_id = %(episode_id)s",
         week=f"{select} AND week_id = %(week_id)s",
-        # The week's high-water mark, or a row it somehow missed: whichever is higher.
+        # The week's high-water mark, or a row or tombstone it somehow missed: whichever is higher.
         highest=(
             f"SELECT greatest((SELECT highest_sequence FROM {s}.weeks"
             " WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
-            f" (SELECT max(sequence) FROM {s}.episodes WHERE namespace = %(namespace)s AND week_id = %(week_id)s))"
+            f" (SELECT max(sequence) FROM {s}.episodes WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
+            f" (SELECT max(sequence) FROM {s}.episode_tombstones"
+            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s))"
         ),
         # The high-water mark and the episode in one statement (one round trip).
         insert=(

@@ -7,7 +7,8 @@ lock protects one host only). Allocation is one call, one round trip, its own tr
     SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
       -- in the server: the key looked up without the lock (a retry that finds its own episode
       -- stops here); set_config('lock_timeout'), pg_advisory_xact_lock(<namespace key>);
-      -- holders (fail closed), greatest(weeks.highest_sequence, max(episodes.sequence)) + 1,
+      -- holders (fail closed), the key's tombstone (its row was deleted: fail closed, migration
+      -- 0005), greatest(weeks.highest_sequence, max(episodes.sequence), max(tombstones)) + 1,
       -- the namespace's identity on its first write, the mark's upsert and the episode's INSERT;
       -- committed before the answer is sent
 
@@ -51,7 +52,8 @@ from sqlalchemy.engine import Engine, Row
 from sqlalchemy.pool import PoolProxiedConnection
 
 from .. import safe_json
-from ..check import CheckReport, EpisodeRule
+from ..allocation import checked_owner, refuse_another_dag
+from ..check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
 from ..episode import Episode
 from ..errors import (
     IdempotentJobsError,
@@ -62,6 +64,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+from ..owner import Owner
 from . import POSTGRES_SCHEMES, pg_allocate, pg_schema
 from .base import EpisodeStore, WeekLike
 from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
@@ -165,21 +168,31 @@ class PostgresEpisodeStore(EpisodeStore):
     def location(self) -> str:
         return self._location
 
-    def allocate(self, week: WeekLike, allocation_key: str, fingerprint: str | None = None) -> Episode:
-        """The rule of `EpisodeStore.allocate`, run by the server in one round trip (``allocate_episode``)."""
+    def allocate(
+        self, week: WeekLike, allocation_key: str, fingerprint: str | None = None, *, owner: Owner | None = None
+    ) -> Episode:
+        """The rule of `EpisodeStore.allocate`, run by the server in one round trip (``allocate_episode``).
+
+        The owner travels as the new row's ``metadata`` (the function's ``p_metadata``), so it is
+        inserted by the same statement. A reused holder of another DAG is refused here, after the
+        call: a reuse writes nothing, so refusing after it changes nothing either.
+        """
         week_id = WeekId.parse(week)
         key = validate_allocation_key(allocation_key)
         fp = validate_fingerprint(fingerprint)
+        who = checked_owner(owner)
         self.ensure_schema()
         new_identity = None if self._identity is not None else secrets.token_hex(16)
         with self._translated():
             try:
                 with self._allocation_connection() as conn:
-                    done = pg_allocate.call(self, conn, week_id, key, fp, new_identity)
+                    done = pg_allocate.call(self, conn, week_id, key, fp, new_identity, who)
             except psycopg.Error as exc:  # translated once the connection is back in the pool, or discarded
                 raise self._translate(exc) from exc
         if done.identity is not None:
             self._identity = done.identity
+        if done.episode.reused:
+            refuse_another_dag(key, who, done.episode)
         return done.episode
 
     @contextmanager
@@ -277,6 +290,15 @@ class PostgresEpisodeStore(EpisodeStore):
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
         where = sa.true() if week is None else self.tables.episodes.c.week_id == str(week)
         return [self.episode_from_row(row._mapping) for row in self._select(where)]
+
+    def _read_week(self, week: WeekId) -> WeekRead:
+        read = WeekRead([])
+        for row in self._select(self.tables.episodes.c.week_id == str(week)):
+            try:
+                read.episodes.append(self.episode_from_row(row._mapping))
+            except StoreCorrupted as exc:
+                read.damaged.append(DamagedRecord(str(row._mapping["episode_id"]), exc.where, exc.reason))
+        return read
 
     def close(self) -> None:
         if self._owns_engine:

@@ -15,6 +15,16 @@ __all__ = ["FaultPlan", "PaidRoutes"]
 _NOT_FOUND_PAGE: Final = b"<html><body><h1>404 Not Found</h1></body></html>"
 #: A 200 whose body is not the API's answer (a captive portal, a gateway's page): it proves nothing.
 _UNREADABLE: Final = Fault.answer(200, b"<html><body><h1>Please sign in</h1></body></html>", "text/html")
+#: JSON answers a wrong path, a gateway or another service behind the API's host gives: none is an
+#: API's declared "no job", so a lookup that settles "no job" on one would pay twice after a lost submit.
+_STRAY_JSON: Final = (
+    Fault.answer(404, b'{"error": {"code": "not_found_route", "message": "no route matches this path"}}'),
+    Fault.answer(404, b'{"detail": "Not Found"}'),
+    Fault.answer(404, b'{"message": "no route"}'),
+    Fault.answer(200, b"{}"),
+    Fault.answer(200, b'{"data": null}'),
+    Fault.answer(200, b'{"jobs": "x"}'),
+)
 #: Methods that never create anything; by default every other request of ``submit`` is paid.
 _READS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -50,13 +60,16 @@ class FaultPlan:
         *_answers(500, 503, 408, 429, 401, 404),
         _UNREADABLE,
     )
-    #: On the first request of ``find`` (checked only when the adapter declares lookup).
+    #: On the first request of ``find`` (checked only when the adapter declares lookup), for the
+    #: token of a job that exists: none of these answers is the API's declared "no job". Replace the
+    #: JSON ones if your API's "no job" answer is one of them (then it cannot be told from a stray).
     find: tuple[Fault, ...] = (
         Fault.drop(),
         Fault.hold(),
         *_answers(500, 503, 408, 429, 401),
         Fault.answer(404, _NOT_FOUND_PAGE, "text/html"),
         _UNREADABLE,
+        *_STRAY_JSON,
     )
 
 

@@ -72,6 +72,17 @@ WHY_NO_JOB: Final = (
 )
 
 
+WHY_NO_JOB_ELSEWHERE: Final = (
+    f"{WHY_NO_JOB}; that submit was made by another process (a retry runs in a fresh one) after this one had "
+    "asked for the token: a lookup that answers from its own process's memory (what it sent, or an earlier "
+    "'no job', on an object, a class or in a module) cannot see it"
+)
+WHY_STRAY: Final = (
+    "this answer is not the API's declared 'no job': a wrong path, a gateway or another service behind the "
+    "host answers like it, and proves nothing about the job"
+)
+
+
 def describe_routes(exchanges: list[Exchange]) -> str:
     """The requests an API got and what it answered, for a report line."""
     return ", ".join(f"{e.route} -> {e.upstream_status or 'no answer'}" for e in exchanges) or "no request"

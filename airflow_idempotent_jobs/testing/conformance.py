@@ -16,8 +16,12 @@ checks:
   (`ProviderUnavailable`/`ProviderOutcomeUnknown`) or, for a 4xx, a `ProviderError`, and never
   turns a fault into a job state;
 * ``find`` (when the adapter declares lookup): None for a token never used, the job of a lost
-  submit for its token, and never None under a fault (an unreadable 200 included);
-* resubmitting a lost submit's token returns its job (when the adapter declares idempotent tokens);
+  submit for its token, also when another process made that submit and ended (a forked child:
+  the ledger's retry runs in a fresh process, so a lookup that answers from its own process's
+  memory pays twice), and never None under a fault: an unreadable 200, or a JSON 404 or 200 that
+  is not the API's declared "no job" (a wrong path, a gateway, another service behind the host);
+* resubmitting a lost submit's token returns its job, also when the lost submit was another
+  process's (when the adapter declares idempotent tokens);
 * a refused connection: ``submit`` `ProviderUnavailable`, ``status`` and ``find`` "try again".
 
 Every claim is also checked against what the proxy saw: `ProviderUnavailable` after the API got
@@ -30,7 +34,8 @@ exactly one. The free requests are the others of that fault-free ``submit``, fau
 (the first, the second, ...). What each fault answers is a `FaultPlan`, one tuple of `Fault` per
 kind of call, so a 5xx on ``status`` is judged as "try again" and on the paid call as "maybe
 created". The factory must accept a plain ``http://127.0.0.1:<port>[/prefix]`` base URL, and its
-adapter's read timeout must be below ``hold_seconds``.
+adapter's read timeout must be below ``hold_seconds``. For the checks across processes it is also
+called in a forked child (POSIX only; `_elsewhere`), so it must build its own connections.
 """
 
 from __future__ import annotations

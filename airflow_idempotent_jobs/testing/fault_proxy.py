@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from ._background import BackgroundServer, ThreadedServer
+from ._wire import HOP_BY_HOP, MAX_BODY, end_to_end, read_chunked, read_exact
 
 __all__ = ["Exchange", "Fault", "FaultProxy", "RouteMatcher", "refusing_url"]
 
@@ -38,27 +39,10 @@ __all__ = ["Exchange", "Fault", "FaultProxy", "RouteMatcher", "refusing_url"]
 RouteMatcher = Callable[[str, str], bool]
 Action = Literal["drop", "reset", "hold", "answer"]
 
-#: Headers that belong to one connection (RFC 9110 7.6.1), never relayed; the body is re-framed.
-_HOP_BY_HOP: Final = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "expect",
-        "content-length",
-        "host",
-    }
-)
 #: Client errors an API answers for a request it may have processed: they never prove "not created".
 _MAYBE_PROCESSED_4XX: Final = frozenset({408, 409})
-_MAX_BODY: Final = 64 * 1024 * 1024
-_MAX_LINE: Final = 65536
+#: Characters of a JSON fault body shown in its description.
+_SHOWN: Final = 72
 #: How often a held answer checks that its client is still there.
 _HOLD_TICK: Final = 0.05
 
@@ -125,9 +109,19 @@ class Fault:
         if self.action == "hold":
             return "answer held back past the read timeout (the API got the request)"
         where = "after the API got the request" if self.forwards else "instead of the API (it never got the request)"
+        shown = self.shown_body()
         if self.unreadable:
+            if shown:
+                return f"HTTP {self.status} {shown}, which is not the API's answer, {where}"
             return f"HTTP {self.status} with a body that is not the API's answer, {where}"
-        return f"HTTP {self.status} answered {where}"
+        return f"HTTP {self.status}{' ' + shown if shown else ''} answered {where}"
+
+    def shown_body(self) -> str:
+        """A given JSON body on one line, cut short, for the check's name (two faults, two names); else ''."""
+        if self.body is None or "json" not in self.content_type.lower():
+            return ""
+        text = " ".join(self.body.decode("utf-8", "replace").split())
+        return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
     @property
     def unreadable(self) -> bool:
@@ -165,6 +159,8 @@ class Exchange:
     delivered: bool = False
     #: A held answer's client closed its connection before the hold ended.
     client_gave_up: bool | None = None
+    #: The proxy is done with it: the fields above are final.
+    finished: bool = False
 
     @property
     def path(self) -> str:
@@ -193,6 +189,7 @@ class FaultProxy(BackgroundServer):
         self._upstream_netloc = parts.netloc
         self._prefix = parts.path.rstrip("/")
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
         self._log: list[Exchange] = []
         self._armed: tuple[Fault, RouteMatcher] | None = None
         super().__init__(_ProxyServer((host, 0), self), host)
@@ -214,10 +211,25 @@ class FaultProxy(BackgroundServer):
             armed, self._armed = self._armed, None
         return armed[0] if armed else None
 
-    def exchanges(self, since: int = 0) -> list[Exchange]:
-        """The exchanges from the ``since``-th on (`mark` gives the current count)."""
-        with self._lock:
+    def exchanges(self, since: int = 0, *, settle: float = 1.0) -> list[Exchange]:
+        """The exchanges from the ``since``-th on (`mark` gives the current count).
+
+        Waits up to ``settle`` seconds for those in progress to finish: the proxy records that an
+        answer was delivered after writing it, so a fast client holds it before the record says so.
+        """
+        deadline = time.monotonic() + settle
+        with self._settled:
+            while not all(e.finished for e in self._log[since:]):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._settled.wait(remaining)
             return self._log[since:]
+
+    def _finish(self, exchange: Exchange) -> None:
+        with self._settled:
+            exchange.finished = True
+            self._settled.notify_all()
 
     def mark(self) -> int:
         with self._lock:
@@ -305,11 +317,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # An answer is written as headers, then body: without NODELAY the body waits out the
+        # client's delayed ACK (some 40 ms a request).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connection_id = next(self.server.connection_ids)
 
     def _relay(self) -> None:
         proxy = self.server.proxy
         exchange, fault = proxy._begin(self.connection_id, self.command, self.path)
+        try:
+            self._relay_one(proxy, exchange, fault)
+        finally:
+            proxy._finish(exchange)
+
+    def _relay_one(self, proxy: FaultProxy, exchange: Exchange, fault: Fault | None) -> None:
         try:
             body = self._request_body()
         except (ValueError, OSError):
@@ -318,7 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and not fault.forwards:
             self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
             return
-        headers = _end_to_end(self.headers.items(), self.headers.get("Connection", ""))
+        headers = end_to_end(self.headers.items(), self.headers.get("Connection", ""))
         try:
             status, reason, answer_headers, answer = proxy._forward(self.command, self.path, headers, body)
         except (OSError, http.client.HTTPException) as exc:
@@ -347,11 +368,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _request_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return _read_chunked(self.rfile)
+            return read_chunked(self.rfile)
         length = int(self.headers.get("Content-Length") or 0)
-        if not 0 <= length <= _MAX_BODY:
+        if not 0 <= length <= MAX_BODY:
             raise ValueError(f"request body of {length} bytes")
-        return _read_exact(self.rfile, length)
+        return read_exact(self.rfile, length)
 
     def _client_left_within(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True as soon as the client closes its connection (or the proxy stops)."""
@@ -374,7 +395,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.send_response_only(status, reason or None)
             for name, value in headers:
-                if name.lower() not in _HOP_BY_HOP:
+                if name.lower() not in HOP_BY_HOP:
                     self.send_header(name, value)
             no_body = self.command == "HEAD" or status in (204, 304) or status < 200
             if self.command == "HEAD":
@@ -391,38 +412,6 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
             return False
-
-
-def _end_to_end(items: Any, connection_header: str) -> list[tuple[str, str]]:
-    """The request's headers without hop-by-hop ones (and those its Connection header names)."""
-    named = {token.strip().lower() for token in connection_header.split(",") if token.strip()}
-    return [(name, value) for name, value in items if name.lower() not in _HOP_BY_HOP | named]
-
-
-def _read_exact(stream: Any, length: int) -> bytes:
-    data = stream.read(length) if length else b""
-    if len(data) != length:
-        raise ValueError("the client closed the connection inside the body")
-    return bytes(data)
-
-
-def _read_chunked(stream: Any) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        line = stream.readline(_MAX_LINE)
-        if not line:
-            raise ValueError("the client closed the connection inside a chunked body")
-        size = int(line.split(b";", 1)[0].strip() or b"x", 16)
-        if size == 0:
-            while stream.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
-                pass  # trailers: dropped, the body is re-framed
-            return b"".join(parts)
-        total += size
-        if total > _MAX_BODY:
-            raise ValueError("chunked request body too large")
-        parts.append(_read_exact(stream, size))
-        stream.readline(_MAX_LINE)
 
 
 @contextlib.contextmanager

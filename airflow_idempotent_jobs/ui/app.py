@@ -81,9 +81,16 @@ def create_app() -> FastAPI:
         """Run ``work``; our errors become one-line HTTP answers that carry no password or traceback.
 
         A damaged record names its episode and path: only a user with store-wide access is told
-        which, since the record may belong to a DAG this user may not read.
+        which, since the record may belong to a DAG this user may not read. A store setting the
+        page cannot use is told to everyone: its message names the setting, never its password.
         """
-        from ..errors import EpisodeNotFound, IdempotentJobsError, InvalidIdentifier, StoreUnavailable
+        from ..errors import (
+            EpisodeNotFound,
+            IdempotentJobsError,
+            InvalidConfiguration,
+            InvalidIdentifier,
+            StoreUnavailable,
+        )
 
         try:
             return work()
@@ -93,6 +100,8 @@ def create_app() -> FastAPI:
             raise HTTPException(404, f"episode {exc.episode_id} not found") from None
         except StoreUnavailable as exc:
             raise HTTPException(503, "episode store unavailable: " + store.scrub(str(exc))) from None
+        except InvalidConfiguration as exc:
+            raise HTTPException(503, "episode store misconfigured: " + store.scrub(str(exc))) from None
         except IdempotentJobsError as exc:
             if not access_for(user).store_wide:
                 raise HTTPException(
@@ -109,7 +118,7 @@ def create_app() -> FastAPI:
 
     def visible(user: BaseUser) -> EpisodeStore:
         # The read model's functions take a store; they call only list() and get(), which the view filters.
-        return cast("EpisodeStore", VisibleStore(store.get(), access_for(user).may_see))
+        return cast("EpisodeStore", VisibleStore(store.get(), access_for(user)))
 
     @app.get("/api/weeks")
     async def api_weeks(user: ApiUser) -> dict[str, Any]:

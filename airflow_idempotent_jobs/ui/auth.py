@@ -1,12 +1,17 @@
 """Who may see which episodes: Airflow's auth manager decides, per owning DAG.
 
-An episode's owner comes from its allocation key (`operations.owner_of`). A user sees an episode
-when the auth manager lets them read its DAG (``get_authorized_dag_ids``, which honours multi-team
-bundles). An episode with no owner (a migrated job, a custom key) or whose DAG Airflow does not
-know (deleted, never parsed) could belong to any pipeline, so it needs store-wide access: the
-Plugins view *and* read access to Connections. The second is what a plain viewer of some DAGs does
-not have (simple auth manager: role ``op`` or ``admin``), and it is the right bar: whoever may read
-Connections may read the store's own credentials, hence the store, anyway.
+An episode's owner is the task instance recorded when Airflow's operator allocated it
+(`Episode.allocated_by`). A user sees an episode when the auth manager lets them read that DAG
+(``get_authorized_dag_ids``, which honours multi-team bundles). An episode without a recorded owner
+(allocated by the CLI, the library, a migration or an earlier release's operator; the owner its
+key names is shown, marked, but a key is any author's choice and proves nothing) or whose DAG
+Airflow does not know (deleted, never parsed) could belong to any pipeline, so it needs store-wide
+access: the Plugins view *and* read access to Connections. The second is what a plain viewer of
+some DAGs does not have (simple auth manager: role ``op`` or ``admin``), and it is the right bar:
+whoever may read Connections may read the store's own credentials, hence the store, anyway.
+
+A record that cannot be read has no owner anyone can read either: only store-wide users learn it
+is damaged; for everyone else it does not exist (404, as a missing one; left out of its week).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from fastapi import Request
 if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 
+    from ..check import WeekRead
     from ..episode import Episode
     from ..stores import EpisodeStore
 
@@ -40,10 +46,8 @@ class Access:
     store_wide: bool
 
     def may_see(self, episode: Episode) -> bool:
-        from ..operations import owner_of
-
-        owner = owner_of(episode.allocation_key)
-        if owner is None:
+        owner = episode.allocated_by
+        if owner is None:  # none recorded: whatever the key says, no DAG is proven to own it
             return self.store_wide
         if owner.dag_id in self.readable_dags:
             return True
@@ -92,23 +96,38 @@ class VisibleStore:
     """The store as one user sees it: reads return only the episodes `Access.may_see` allows.
 
     The read model takes a store; handing it this view makes every total, count and attention
-    item count only what the user may see. An episode the user may not see is "not found", so
-    its existence is not revealed. Writes are not offered at all.
+    item count only what the user may see. An episode the user may not see is "not found",
+    whether it is there, missing or damaged, so its existence is not revealed; damaged records
+    are named to store-wide users only. Writes are not offered at all.
     """
 
-    def __init__(self, store: EpisodeStore, may_see: Callable[[Episode], bool]) -> None:
+    def __init__(self, store: EpisodeStore, access: Access) -> None:
         self._store = store
-        self._may_see = may_see
+        self._may_see: Callable[[Episode], bool] = access.may_see
+        self._store_wide = access.store_wide
 
     def list(self, week: Any = None) -> builtins.list[Episode]:
         return self._visible(self._store.list(week))
 
-    def get(self, episode_id: Any) -> Episode:
-        from ..errors import EpisodeNotFound
+    def read_week(self, week: Any) -> WeekRead:
+        from ..check import WeekRead
 
-        episode = self._store.get(episode_id)
-        if not self._may_see(episode):
-            raise EpisodeNotFound(str(episode.episode_id), self._store.location)
+        read = self._store.read_week(week)
+        return WeekRead(self._visible(read.episodes), read.damaged if self._store_wide else [])
+
+    def get(self, episode_id: Any) -> Episode:
+        from ..errors import EpisodeNotFound, StoreCorrupted
+        from ..identity import EpisodeId
+
+        eid = str(EpisodeId.parse(episode_id))
+        try:
+            episode = self._store.get(eid)
+        except StoreCorrupted:
+            if self._store_wide:
+                raise
+            episode = None  # whose it is cannot be read: for this user, no such episode
+        if episode is None or not self._may_see(episode):
+            raise EpisodeNotFound(eid, self._store.location)
         return episode
 
     def find(self, allocation_key: str) -> Episode | None:

@@ -204,7 +204,15 @@ def test_trigger_reports_an_unknown_job_as_an_error_event(
     [
         ("postgresql://svc:s3cret@db:5432/jobs", "postgresql://svc:***@db:5432/jobs", ["s3cret"]),
         ("postgresql://svc:p%40ss%2Fw@db/jobs?namespace=a", "postgresql://svc:***@db/jobs?namespace=a", ["p@ss/w"]),
-        ("postgresql://svc:a@b@db/jobs", "postgresql://svc:***@db/jobs", ["a@b", "a"]),
+        # One reading (issue 19 item 5): the store sends "a@b", no parser may take "a" any more.
+        ("postgresql://svc:a@b@db/jobs", "postgresql://svc:***@db/jobs", ["a@b"]),
+        ("postgresql://svc:?a#b@db/jobs", "postgresql://svc:***@db/jobs", ["?a#b"]),
+        # Two readings: refused by the store, shown (and masked) as a whole.
+        (
+            "postgresql://svc:a@db/b@db/jobs",
+            "postgresql://(cannot be read: not shown)",
+            ["postgresql://svc:a@db/b@db/jobs"],
+        ),
         ("postgresql://svc:a/b@db/jobs", "postgresql://svc:***@db/jobs", ["a/b"]),
         (
             "postgresql://svc@db/jobs?password=qq&namespace=n",

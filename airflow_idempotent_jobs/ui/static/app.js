@@ -79,6 +79,15 @@ function ownerUrl(owner) {
   return url;
 }
 
+// The owner as a link to its task instance; one read from the allocation key (no owner was recorded
+// at allocation) is marked: any DAG's author may write any key.
+function ownerNode(owner, source) {
+  const span = el("span", null, { class: "owner-cell" });
+  span.appendChild(link(ownerText(owner), ownerUrl(owner), { class: "owner" }));
+  if (source === "key") span.appendChild(el("span", " (from the allocation key, not recorded)", { class: "owner-source" }));
+  return span;
+}
+
 function ownerText(owner) {
   let text = owner.run_id ? `${owner.dag_id} / ${owner.run_id} / ${owner.task_id}` : `${owner.dag_id} / ${owner.task_id}`;
   if (owner.map_index !== null && owner.map_index !== undefined) text += ` [${owner.map_index}]`;
@@ -145,6 +154,24 @@ function renderCounts(counts) {
   }
 }
 
+// Records of the week that could not be read (listed to store-wide users only): left out of every figure.
+function renderDamaged(damaged) {
+  const box = $("#damaged");
+  const list = $("#damaged-list");
+  list.textContent = "";
+  const noun = damaged.length === 1 ? "record" : "records";
+  $("#damaged-note").textContent = damaged.length
+    ? `Totals, counts and rows leave out ${damaged.length} damaged ${noun} (run idempotent-jobs check):`
+    : "";
+  for (const item of damaged) {
+    const li = el("li", null, { "data-episode-id": item.episode_id || "" });
+    li.appendChild(el("strong", item.episode_id || "(no episode)"));
+    li.appendChild(el("span", ` ${item.where}: ${item.problem}`, { class: "problem" }));
+    list.appendChild(li);
+  }
+  box.hidden = damaged.length === 0;
+}
+
 function renderWeek(week) {
   $("#week-id").textContent = week.week_id;
   $("#previous-week").href = weekUrl(week.previous);
@@ -160,6 +187,7 @@ function renderWeek(week) {
   $("#spend-unknown").hidden = unknown.length === 0;
   $("#spend-unknown").textContent = unknown.length ? shown(`Spend not knowable yet for: ${unknown.join(", ")}`) : "";
   renderCounts(week.counts);
+  renderDamaged(week.damaged || []);
 
   const list = $("#attention-list");
   list.textContent = "";
@@ -178,7 +206,7 @@ function renderWeek(week) {
     cell(tr, row.decision);
     cell(tr, row.created_at);
     cell(tr, row.updated_at);
-    cell(tr, row.owner ? link(ownerText(row.owner), ownerUrl(row.owner), { class: "owner" }) : row.allocation_key);
+    cell(tr, row.owner ? ownerNode(row.owner, row.owner_source) : row.allocation_key);
     body.appendChild(tr);
   }
   $("#episodes-none").hidden = week.episodes.length > 0;
@@ -191,7 +219,7 @@ function renderWeeks(weeks) {
   for (const week of weeks.weeks) {
     const tr = el("tr", null, { "data-week-id": week.week_id });
     cell(tr, link(week.week_id, weekUrl(week.week_id)));
-    cell(tr, week.episodes);
+    cell(tr, week.damaged ? `${week.episodes} (+${week.damaged} damaged)` : week.episodes);
     cell(tr, money(week.spend));
     cell(tr, week.attention);
     body.appendChild(tr);
@@ -225,7 +253,7 @@ function renderEpisode(view) {
   definition(summary, "Attempts", submission.attempts);
   definition(summary, "Error", submission.error);
   definition(summary, "Allocation key", episode.allocation_key);
-  definition(summary, "Owner", view.owner ? link(ownerText(view.owner), ownerUrl(view.owner), { class: "owner" }) : "none (no DAG named by the key)");
+  definition(summary, "Owner", view.owner ? ownerNode(view.owner, view.owner_source) : "none (none recorded, no DAG named by the key)");
   definition(summary, "Created", episode.created_at);
   definition(summary, "Updated", episode.updated_at);
 

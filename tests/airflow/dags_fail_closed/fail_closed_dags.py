@@ -13,37 +13,11 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, CheckEpisodesOperator, PaidGenerationOperator
+from tests.airflow.reporting import ReportingAllocate, ReportingCheck, ReportingPaid
 from tests.airflow.support import observe, store_for
 
 RETRY_3: dict[str, Any] = {"retries": 3, "retry_delay": dt.timedelta(0)}
 UTC_START = pendulum.datetime(2026, 1, 1, tz="UTC")
-
-
-class Reporting:
-    """Records how ``execute`` ended (the value, or the exception's class and message), then re-raises."""
-
-    def execute(self, context: Any) -> Any:
-        try:
-            value = super().execute(context)  # type: ignore[misc]
-        except Exception as exc:
-            observe("failed", context, error=type(exc).__name__, message=str(exc))
-            raise
-        observe("returned", context, value=value)
-        return value
-
-
-class ReportingAllocate(Reporting, AllocateEpisodeOperator):
-    pass
-
-
-class ReportingCheck(Reporting, CheckEpisodesOperator):
-    pass
-
-
-class ReportingPaid(Reporting, PaidGenerationOperator):
-    pass
-
 
 # -- issue 14 item 2: which store, under an executor that runs tasks on several hosts -------------
 # No store=, no store_conn_id=: refused unless [idempotent_jobs] store / store_conn_id is set.
