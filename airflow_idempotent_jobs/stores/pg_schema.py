@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import ENUM, JSONB
 from sqlalchemy.exc import DBAPIError
 
 from ..episode import SubmissionState
-from ..errors import InvalidConfiguration, StoreCorrupted
+from ..errors import InvalidConfiguration, StoreTooNew
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -248,23 +248,19 @@ def current_version(conn: Connection, schema: str) -> int | None:
     return max((int(version) for version, _ in applied), default=None)
 
 
-def newer_schema(where: str, found: int) -> StoreCorrupted:
+def newer_schema(where: str, found: int) -> StoreTooNew:
     """What every process of this release says of a schema a later release wrote: no code here can
     read or migrate it, so the only way on is a newer package (on every host that uses the store)."""
     from .. import __version__
 
-    return StoreCorrupted(
-        where,
-        f"schema version {found} is newer than this code's {LATEST_VERSION}: a later release wrote it; "
-        f"upgrade airflow-idempotent-jobs (this is {__version__}) to use this store; nothing was changed",
-    )
+    return StoreTooNew(where, found, LATEST_VERSION, __version__)
 
 
 def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, target: int = LATEST_VERSION) -> int:
     """Bring ``schema`` to `LATEST_VERSION` in the caller's transaction; returns the version found first.
 
     Serialized across clients by an advisory lock, so concurrent first uses create it once.
-    Refuses (`StoreCorrupted`) a schema newer than this code. ``target``: stop at that version
+    Refuses (`StoreTooNew`, a `StoreCorrupted`) a schema newer than this code. ``target``: stop at that version
     (the upgrade tests build an older store with it).
     """
     quoted = quote_schema(schema)
