@@ -7,21 +7,13 @@ users only). Nothing is migrated either way.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
-
 import psycopg
 import pytest
-from fastapi import Request
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")  # at import, not ours
-    from fastapi.testclient import TestClient
 
 from airflow_idempotent_jobs.stores import pg_schema
-from airflow_idempotent_jobs.ui import app as page
-from airflow_idempotent_jobs.ui.auth import Access, api_user
+from airflow_idempotent_jobs.ui.auth import Access
 from tests.pg import catalog, install_schema
+from tests.ui.page_client import page_client
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
@@ -31,20 +23,11 @@ ACCESS = {
 }
 
 
-def _answers(monkeypatch: pytest.MonkeyPatch, url: str) -> Iterator[tuple[str, int, str]]:
-    monkeypatch.setenv("AIRFLOW__IDEMPOTENT_JOBS__STORE", url)
-    monkeypatch.delenv("AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID", raising=False)
-    monkeypatch.setattr(page, "access_for", lambda user: ACCESS[user])
-    app = page.create_app()
-
-    def user(request: Request) -> str:
-        return request.headers["x-user"]
-
-    app.dependency_overrides[api_user] = user
-    with TestClient(app) as client:
-        for name in ACCESS:
-            answer = client.get("/api/weeks", headers={"x-user": name})
-            yield name, answer.status_code, answer.json()["detail"]
+def _answers(monkeypatch: pytest.MonkeyPatch, url: str) -> list[tuple[str, int, str]]:
+    """Each user's answer to ``GET /api/weeks``: status and detail."""
+    with page_client(monkeypatch, url, ACCESS) as get:
+        answers = {name: get(name, "weeks") for name in ACCESS}
+    return [(name, status, body["detail"]) for name, (status, body) in answers.items()]
 
 
 def test_a_newer_schema_tells_every_user_to_upgrade(monkeypatch: pytest.MonkeyPatch, pg_database: str) -> None:
