@@ -25,7 +25,9 @@ __all__ = [
     "Submission",
     "SubmissionState",
     "TRANSITIONS",
+    "amount_problem",
     "cost_problem",
+    "is_negative_zero",
     "utc_now",
 ]
 
@@ -95,6 +97,24 @@ def cost_problem(value: object) -> str | None:
     if number < 0:
         return "negative"
     return None
+
+
+def amount_problem(value: object) -> str | None:
+    """Why a budget or an estimate a person gave is refused, or None: a cost's rule, and no negative zero.
+
+    ``-0.0`` passes every comparison a zero passes, so `cost_problem` takes it, and it came back as
+    "-0.00". A provider's reported cost keeps `cost_problem` alone: it is the provider's word, and
+    -0.0 counts as 0 in every budget sum; a person who typed the minus sign meant something else.
+    """
+    problem = cost_problem(value)
+    if problem is None and is_negative_zero(value):
+        return "a negative zero"
+    return problem
+
+
+def is_negative_zero(value: object) -> bool:
+    """``-0.0`` (a float zero with its sign bit set); never an int, which has no negative zero."""
+    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
 
 
 @dataclass(frozen=True)

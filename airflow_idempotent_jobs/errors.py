@@ -21,6 +21,8 @@ __all__ = [
     "InvalidIdentifier",
     "StoreCorrupted",
     "StoreMissing",
+    "StoreOutdated",
+    "StoreTooNew",
     "StoreUnavailable",
     "SubmissionStateUnknown",
 ]
@@ -107,6 +109,43 @@ class StoreMissing(StoreUnavailable):
     A class of its own so that a dry run (``airflow tasks test``) can tell a store not created yet,
     which it can answer for, from one it cannot read.
     """
+
+
+class StoreOutdated(StoreUnavailable):
+    """A reader found the store's schema older than this release reads; a writer of this release migrates it.
+
+    Readers never migrate (`EpisodeStore.require_existing`), and waiting does not help them unless
+    a writer runs first: not retryable.
+    """
+
+    retryable = False
+
+    def __init__(self, where: str, found: int, supported: int) -> None:
+        self.where = where
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"the episode store {where} is at version {found}, this code reads {supported}: "
+            "a writer of this release migrates it, readers do not"
+        )
+
+
+class StoreTooNew(StoreCorrupted, StoreUnavailable):
+    """The store's schema is newer than this release: no process of it may read or write it; upgrade the package.
+
+    A `StoreCorrupted` (an unknown schema: nothing touches it, not retryable) that is also a
+    `StoreUnavailable`: it names no record, so Airflow's page tells every user, not a damaged record.
+    """
+
+    def __init__(self, where: str, found: int, supported: int, release: str) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            where,
+            f"schema version {found} is newer than this code's {supported}: a later release wrote it; "
+            f"upgrade airflow-idempotent-jobs (this is {release}) to use this store; nothing was changed",
+        )
+        self.args = (f"episode store {where}: {self.reason}",)  # not "corrupted": nothing is damaged
 
 
 class IllegalTransition(IdempotentJobsError):

@@ -21,8 +21,10 @@ import pytest
 
 __all__ = [
     "PgServer",
+    "catalog",
     "empty_database",
     "insert_before_approvals",
+    "install_schema",
     "pg_database",
     "pg_server",
     "pg_url",
@@ -59,6 +61,60 @@ def insert_before_approvals(conn: Any, namespace: str, episode: Any, schema: str
         values,
     )
     conn.execute(f'INSERT INTO "{schema}".episodes ({columns}) VALUES ({placeholders})', values)
+
+
+def catalog(url: str) -> dict[str, Any]:
+    """Every schema, relation, column, function, type and trigger outside PostgreSQL's own, and every row of ours.
+
+    Equal before and after a call: the call wrote nothing (no DDL, no row) in that database.
+    """
+    import psycopg
+
+    from tests.backends import PostgresBackend
+
+    own = "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%'"
+    queries = {
+        "schemas": f"SELECT n.nspname FROM pg_namespace n WHERE {own} ORDER BY 1",
+        "relations": "SELECT n.nspname, c.relname, c.relkind FROM pg_class c "
+        f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {own} ORDER BY 1, 2",
+        "columns": "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+        "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE {own} AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2, 3",
+        "functions": "SELECT n.nspname, p.proname, md5(p.prosrc) FROM pg_proc p "
+        f"JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {own} ORDER BY 1, 2, 3",
+        "types": "SELECT n.nspname, t.typname FROM pg_type t "
+        f"JOIN pg_namespace n ON n.oid = t.typnamespace WHERE {own} ORDER BY 1, 2",
+        "triggers": "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {own} AND NOT t.tgisinternal ORDER BY 1, 2",
+    }
+    with psycopg.connect(url, autocommit=True) as conn:
+        found: dict[str, Any] = {name: [list(row) for row in conn.execute(sql)] for name, sql in queries.items()}
+    found["rows"] = PostgresBackend(url).snapshot()
+    return found
+
+
+def install_schema(url: str, version: int, episodes: list[Any] | None = None) -> None:
+    """The store's schema at ``version`` in ``url``, with these episodes (each an `Episode`, or a
+    ``(week, sequence, key)`` tuple), as a writer of that version left it."""
+    import psycopg
+    import sqlalchemy as sa
+
+    from airflow_idempotent_jobs.allocation import new_episode
+    from airflow_idempotent_jobs.identity import WeekId
+    from airflow_idempotent_jobs.stores import pg_schema
+    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.begin() as conn:
+            pg_schema.migrate(conn, pg_schema.DEFAULT_SCHEMA, where="test", lock_timeout_ms=5000, target=version)
+    finally:
+        engine.dispose()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('x'))")
+        for item in episodes or []:
+            episode = new_episode(WeekId.parse(item[0]), item[1], item[2], None) if isinstance(item, tuple) else item
+            conn.execute(statements("idempotent_jobs").insert, row_values("default", episode))
 
 
 def spawn_together(target: Callable[..., None], args: list[tuple[Any, ...]], timeout: float) -> list[Any]:

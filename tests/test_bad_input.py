@@ -194,7 +194,9 @@ def test_a_lock_timeout_that_is_no_number_of_seconds_is_bad_input(backend: Backe
     assert backend.snapshot() == before
 
 
-@pytest.mark.parametrize("timeout", ["nan", "inf", "-inf", "1e999", "-1", "-0.001", "NaN", "infinity"])
+@pytest.mark.parametrize(
+    "timeout", ["nan", "inf", "-inf", "1e999", "-1", "-0.001", "NaN", "infinity", "-0", "-0.0", "-0e3"]
+)
 def test_the_command_takes_a_finite_lock_timeout_of_zero_or_more_seconds(
     backend: Backend, populated: EpisodeStore, timeout: str
 ) -> None:

@@ -12,9 +12,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from airflow_idempotent_jobs.errors import StoreUnavailable
+from airflow_idempotent_jobs.errors import StoreCorrupted, StoreUnavailable
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.stores import open_store, pg_schema
+from airflow_idempotent_jobs.verify import check_store
+from tests.pg import catalog, install_schema
 
 WEEK = WeekId.parse("2026-W32")
 
@@ -65,3 +67,59 @@ def test_an_older_postgres_store_is_not_upgraded_by_a_reader(empty_database: str
         with psycopg.connect(empty_database, autocommit=True) as conn:
             versions = [v for (v,) in conn.execute("SELECT version FROM idempotent_jobs.schema_version")]
         assert max(versions) == older
+
+
+@pytest.mark.postgres
+def test_an_older_postgres_store_is_its_own_error_for_readers(empty_database: str) -> None:
+    """`StoreOutdated`: a reader can tell "a writer of this release migrates it" from a server that is down."""
+    from airflow_idempotent_jobs.errors import StoreOutdated
+
+    older = pg_schema.LATEST_VERSION - 1
+    install_schema(empty_database, older)
+    before = catalog(empty_database)
+    with open_store(empty_database) as store, pytest.raises(StoreOutdated) as caught:
+        store.require_existing()
+    assert (caught.value.found, caught.value.supported) == (older, pg_schema.LATEST_VERSION)
+    assert not caught.value.retryable and caught.value.exit_code == 5
+    assert "a writer of this release migrates it" in str(caught.value)
+    assert catalog(empty_database) == before
+
+
+def _newer_store(url: str) -> int:
+    newer = pg_schema.LATEST_VERSION + 1
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO idempotent_jobs.schema_version (version, name) VALUES (%s, 'from_a_later_release')", (newer,)
+        )
+    return newer
+
+
+@pytest.mark.postgres
+def test_a_newer_postgres_store_tells_a_reader_to_upgrade_the_package(pg_database: str) -> None:
+    """Before: "a writer of this version migrates it", which no writer of this version can (it refuses)."""
+    newer = _newer_store(pg_database)
+    before = catalog(pg_database)
+    with open_store(pg_database) as store, pytest.raises(StoreCorrupted) as caught:
+        store.require_existing()
+    message = str(caught.value)
+    assert f"schema version {newer} is newer than this code's {pg_schema.LATEST_VERSION}" in message, message
+    assert "upgrade airflow-idempotent-jobs" in message and "migrates" not in message, message
+    assert not caught.value.retryable
+    with open_store(pg_database) as store:  # `check` says so too, as its finding
+        (problem,) = check_store(store)
+    assert "upgrade airflow-idempotent-jobs" in problem.message, problem
+    assert catalog(pg_database) == before
+
+
+@pytest.mark.postgres
+def test_a_writer_refuses_a_newer_postgres_store_naming_both_versions_and_the_upgrade(pg_database: str) -> None:
+    newer = _newer_store(pg_database)
+    before = catalog(pg_database)
+    with open_store(pg_database) as store:
+        for write in (lambda: store.allocate(WEEK, "k1"), lambda: store.update("2026-W32-0", lambda e: e)):
+            with pytest.raises(StoreCorrupted) as caught:
+                write()
+            message = str(caught.value)
+            assert f"schema version {newer} is newer than this code's {pg_schema.LATEST_VERSION}" in message
+            assert "upgrade airflow-idempotent-jobs" in message, message
+    assert catalog(pg_database) == before

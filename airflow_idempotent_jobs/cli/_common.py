@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
+from ..episode import is_negative_zero
 from ..errors import IdempotentJobsError
 from ..stores import EpisodeStore, open_store
 from ..stores.url_parts import has_url_scheme
@@ -80,7 +81,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def lock_timeout_seconds(text: str) -> float:
-    """A finite number of seconds, 0 or more (0: try once).
+    """A finite number of seconds, 0 or more (0: try once), without a minus sign (``-0`` neither).
 
     Stores read the rest in ways of their own (the file store waits for ever on a negative or
     infinite timeout, NaN would never expire, PostgreSQL has no infinity): the command takes none.
@@ -89,7 +90,7 @@ def lock_timeout_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a lock timeout is a number of seconds, not {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0 or is_negative_zero(value):
         raise argparse.ArgumentTypeError(f"a lock timeout is a finite number of seconds >= 0, not {text!r}")
     return value
 

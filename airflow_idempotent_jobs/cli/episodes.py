@@ -79,6 +79,7 @@ def _allocate(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     with open_cli_store(args) as store:
+        store.require_existing()  # readers never write: a mistyped store is exit 5 (as for report), never created
         print_json(store.get(args.episode_id).to_dict())
     return EXIT["ok"]
 
@@ -86,6 +87,7 @@ def _show(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     week = WeekId.parse(args.week) if args.week is not None else None
     with open_cli_store(args) as store:
+        store.require_existing()  # not "0 episodes": the wrong database says so (exit 5), as report does
         episodes = store.list(week)
     if args.json:
         for episode in episodes:
@@ -159,6 +161,7 @@ def _rebuild_index(args: argparse.Namespace) -> int:
     with open_cli_store(args) as store:
         if not isinstance(store, FileEpisodeStore):
             raise CliError("rebuild-index applies to the file store only (the PostgreSQL store has no derived index)")
+        store.require_existing()  # a repair of a store that is not there would create an empty one
         count = store.rebuild_index()
     sys.stderr.write(f"rebuilt the index from {count} episodes\n")
     return EXIT["ok"]

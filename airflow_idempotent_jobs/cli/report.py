@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import sys
 from typing import Any
 
-from ..episode import cost_problem
+from ..episode import amount_problem
 from ..errors import StoreCorrupted
 from ..identity import WeekId, resolve_timezone
 from ..operations import MAX_WEEKS, week_view
@@ -45,12 +44,12 @@ def register(commands: Any) -> None:
 
 
 def _budget(text: str) -> float:
-    """A cost's rule (`episode.cost_problem`: finite, >= 0), and no minus sign: ``-0`` is no budget either."""
+    """A budget's rule (`episode.amount_problem`: finite, >= 0, and ``-0`` is no budget either)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a budget is a number, not {text!r}") from None
-    if cost_problem(value) or math.copysign(1.0, value) < 0:
+    if amount_problem(value):
         raise argparse.ArgumentTypeError(f"a budget is a finite number >= 0, not {text!r}")
     return value
 

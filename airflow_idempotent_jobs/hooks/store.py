@@ -157,9 +157,25 @@ class EpisodeStoreHook(BaseHook):
         return self.store
 
     def test_connection(self) -> tuple[bool, str]:
-        """Open the store and read from it (a lookup of a key nobody holds): nothing is written."""
+        """Read the store's version (`EpisodeStore.require_existing`), then look up a key nobody holds.
+
+        Nothing is created, migrated or written. No store yet, or an older schema, is a working
+        connection (the first allocation of this release creates or migrates it); a schema newer
+        than this release is a failure.
+        """
+        from ..errors import StoreMissing, StoreOutdated
+
         try:
             store = self.store
+            try:
+                store.require_existing()
+            except StoreMissing:
+                return (
+                    True,
+                    f"reachable at {store.location}; no episode store there yet: the first allocation creates it",
+                )
+            except StoreOutdated as exc:
+                return True, f"reachable at {store.location}; {exc}"
             store.find("airflow:test-connection")
         except Exception as exc:  # report any failure to the UI rather than raise
             return False, f"{type(exc).__name__}: {exc}"

@@ -314,8 +314,9 @@ def _amount(value: float | None) -> str:
 
 
 def _refuse_amount(task_id: str, name: str, value: object) -> None:
-    """A cost or budget that is not a finite number >= 0 is refused when the DAG is parsed."""
-    from ..episode import cost_problem
+    """A cost or budget that is not a finite number >= 0 (or is ``-0.0``) is refused when the DAG is parsed."""
+    from ..episode import amount_problem
 
-    if value is not None and cost_problem(value):
-        raise ValueError(f"{task_id}: {name}={value!r:.40} is {cost_problem(value)}; give a finite number >= 0")
+    problem = None if value is None else amount_problem(value)
+    if problem:
+        raise ValueError(f"{task_id}: {name}={value!r:.40} is {problem}; give a finite number >= 0")

@@ -58,6 +58,9 @@ def _rendered_list(text: str) -> list[Any]:
 class CheckEpisodesOperator(StoreOperator):
     """Run the read-only checker; any finding fails the task without retry, every finding logged.
 
+    It never writes: a store that does not exist, or whose schema is older than this release's,
+    fails the task without retry (nothing created or migrated; an allocation of this release does that).
+
     Returns the ids of the episodes it checked (an empty list when it checked the whole store).
 
     :param episode_ids: templated: one id, ids separated by commas or spaces, or a list
@@ -137,7 +140,7 @@ class CheckEpisodesOperator(StoreOperator):
     def _check(self) -> tuple[list[Problem], list[str], str]:
         from pathlib import Path
 
-        from ..errors import StoreCorrupted
+        from ..errors import StoreCorrupted, StoreMissing, StoreOutdated
         from ..identity import EpisodeId, WeekId
         from ..migration.manifest import load_manifest
         from ..verify import check_store
@@ -147,6 +150,12 @@ class CheckEpisodesOperator(StoreOperator):
         manifest = load_manifest(Path(self.manifest)) if self.manifest else None
         store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
         try:
+            try:
+                # A checker never writes: no schema created, none migrated. Before publishing, a check
+                # of the wrong (or an empty) database must fail loudly, not pass on "no episodes".
+                store.require_existing()
+            except (StoreMissing, StoreOutdated) as exc:
+                raise AirflowFailException(f"{self.task_id}: nothing checked: {exc}") from exc
             if week is not None:
                 try:
                     listed = [episode.episode_id for episode in store.list(week)]

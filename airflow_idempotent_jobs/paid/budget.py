@@ -8,7 +8,7 @@ known and a budget refuses every new submission of the week (`BudgetUnknowable`)
 
 from __future__ import annotations
 
-from ..episode import Episode, Submission, SubmissionState, cost_problem
+from ..episode import Episode, Submission, SubmissionState, amount_problem
 from ..errors import BudgetExceeded, InvalidConfiguration
 
 __all__ = ["BudgetUnknowable", "check_budget", "checked_amount", "committed_cost"]
@@ -30,13 +30,14 @@ class BudgetUnknowable(BudgetExceeded):
 
 
 def checked_amount(field: str, value: object) -> float | None:
-    """``value`` as a cost or budget (None, or a finite number >= 0); else `InvalidConfiguration`."""
+    """``value`` as a budget or estimate a person gave (None, or a finite number >= 0 that is not
+    ``-0.0``: `episode.amount_problem`); else `InvalidConfiguration` naming ``field``."""
     if value is None:
         return None
-    problem = cost_problem(value)
+    problem = amount_problem(value)
     if problem:
         raise InvalidConfiguration("paid submission settings", field, f"{value!r:.40} is {problem}")
-    return float(value)  # type: ignore[arg-type]  # cost_problem proved it a number
+    return float(value)  # type: ignore[arg-type]  # amount_problem proved it a number
 
 
 def committed_cost(sub: Submission) -> float | None:

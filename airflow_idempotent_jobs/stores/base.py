@@ -12,7 +12,7 @@ from .. import approval
 from ..allocation import checked_owner, decide, new_episode, sole_holder
 from ..check import CheckReport, EpisodeRule, WeekRead
 from ..episode import Decision, Episode
-from ..errors import EpisodeNotFound
+from ..errors import EpisodeNotFound, StoreMissing, StoreOutdated
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 from ..owner import OWNER_KEY, Owner
 
@@ -79,9 +79,11 @@ class EpisodeStore(abc.ABC):
     @abc.abstractmethod
     def require_existing(self) -> None:
         """`StoreUnavailable` unless a store this code can read is here (`StoreMissing` when nothing was
-        ever written there); never creates, upgrades or locks.
+        ever written there, `StoreOutdated` for an older schema); never creates, upgrades or locks.
 
-        For readers that must not write (Airflow's page): every other call creates the store on first use.
+        For readers that must not write (Airflow's page, the checker, ``show``/``list``). A lookup or
+        update of an episode never creates a store either (`EpisodeNotFound`); every other call
+        creates it on first use, and every call but this one migrates an older schema.
         """
 
     @abc.abstractmethod
@@ -124,10 +126,24 @@ class EpisodeStore(abc.ABC):
 
     def get(self, episode_id: EpisodeLike) -> Episode:
         eid = EpisodeId.parse(episode_id)
+        self._require_store_of(eid)
         episode = self._read(eid)
         if episode is None:
             raise EpisodeNotFound(str(eid), self.location)
         return episode
+
+    def _require_store_of(self, eid: EpisodeId) -> None:
+        """`EpisodeNotFound` when no store was ever created here, before anything could create one (a
+        mistyped URL, the wrong database): no episode lives in a store that is not there.
+
+        A store of an older schema exists: the caller's own read or write migrates it, as writers do.
+        """
+        try:
+            self.require_existing()
+        except StoreMissing:
+            raise EpisodeNotFound(str(eid), f"{self.location}: no episode store exists there") from None
+        except StoreOutdated:
+            pass
 
     def find(self, allocation_key: str) -> Episode | None:
         """The episode holding this key, None if none; several holders is a conflict (fail closed)."""
@@ -209,6 +225,7 @@ class EpisodeStore(abc.ABC):
         # The week is read only when asked for: a plain update (every ledger move) would otherwise
         # read each record of the week under the lock that allocations wait for, and discard them.
         eid = EpisodeId.parse(episode_id)
+        self._require_store_of(eid)
         with self._session() as session:
             before = session.load(eid)
             if before is None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from .. import safe_json
 from ..check import DamagedRecord, WeekRead
-from ..episode import SCHEMA_VERSION, Episode, utc_now
+from ..episode import SCHEMA_VERSION, Episode, is_negative_zero, utc_now
 from ..errors import (
     AllocationConflict,
     InvalidConfiguration,
@@ -94,6 +94,12 @@ class FileEpisodeStore(EpisodeStore):
             # Every deadline comparison with NaN is false: a waiter would wait for ever unasked.
             raise InvalidIdentifier(
                 "lock timeout", lock_timeout, "must be a number of seconds (negative: wait for ever)"
+            )
+        if is_negative_zero(lock_timeout):  # "try once" by its value, "wait for ever" by its sign: refused
+            raise InvalidIdentifier(
+                "lock timeout",
+                lock_timeout,
+                "is a negative zero: give 0 to try once, a negative number to wait for ever",
             )
         # Resolved once: a root named through a link is an ordinary name; links inside it are not.
         self.root = Path(os.path.realpath(root))

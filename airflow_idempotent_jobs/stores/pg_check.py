@@ -42,7 +42,12 @@ def check_postgres_store(
         version = pg_schema.current_version(conn, store.schema)
         if version != pg_schema.LATEST_VERSION:
             found = "no store schema" if version is None else f"schema version {version}"
-            advice = "" if version is not None and version > pg_schema.LATEST_VERSION else " (any write migrates it)"
+            if version is None:
+                advice = " (the first allocation creates it)"
+            elif version > pg_schema.LATEST_VERSION:
+                advice = " (a later release wrote it: upgrade airflow-idempotent-jobs)"
+            else:
+                advice = " (any write migrates it)"
             return CheckReport(
                 [Problem(store.where(), f"{found}; this code uses version {pg_schema.LATEST_VERSION}{advice}")]
             )

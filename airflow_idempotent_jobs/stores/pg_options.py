@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, unquote
 import psycopg
 from sqlalchemy.engine.url import URL
 
+from ..episode import is_negative_zero
 from ..errors import IdempotentJobsError, InvalidConfiguration, InvalidIdentifier
 from .url_parts import split_url
 
@@ -146,6 +147,8 @@ def check_seconds(field: str, value: object, *, zero_ok: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise refuse(f"must be a number of seconds, not {type(value).__name__}")
     seconds = float(value)
+    if is_negative_zero(seconds):  # passes ">= 0", but its minus sign says the setting is not what was meant
+        raise refuse("is a negative zero: give the seconds without a minus sign")
     low_ok = seconds >= 0 if zero_ok else seconds > 0
     if not math.isfinite(seconds) or not low_ok or seconds > MAX_TIMEOUT:
         low = ">= 0" if zero_ok else "> 0"

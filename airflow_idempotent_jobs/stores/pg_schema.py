@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import ENUM, JSONB
 from sqlalchemy.exc import DBAPIError
 
 from ..episode import SubmissionState
-from ..errors import InvalidConfiguration, StoreCorrupted
+from ..errors import InvalidConfiguration, StoreTooNew
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -44,6 +44,7 @@ __all__ = [
     "check_schema",
     "current_version",
     "migrate",
+    "newer_schema",
     "quote_schema",
     "tables",
 ]
@@ -247,11 +248,19 @@ def current_version(conn: Connection, schema: str) -> int | None:
     return max((int(version) for version, _ in applied), default=None)
 
 
+def newer_schema(where: str, found: int) -> StoreTooNew:
+    """What every process of this release says of a schema a later release wrote: no code here can
+    read or migrate it, so the only way on is a newer package (on every host that uses the store)."""
+    from .. import __version__
+
+    return StoreTooNew(where, found, LATEST_VERSION, __version__)
+
+
 def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, target: int = LATEST_VERSION) -> int:
     """Bring ``schema`` to `LATEST_VERSION` in the caller's transaction; returns the version found first.
 
     Serialized across clients by an advisory lock, so concurrent first uses create it once.
-    Refuses (`StoreCorrupted`) a schema newer than this code. ``target``: stop at that version
+    Refuses (`StoreTooNew`, a `StoreCorrupted`) a schema newer than this code. ``target``: stop at that version
     (the upgrade tests build an older store with it).
     """
     quoted = quote_schema(schema)
@@ -261,7 +270,7 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, 
     )
     found = current_version(conn, schema)
     if found is not None and found > LATEST_VERSION:
-        raise StoreCorrupted(where, f"schema version {found} is newer than this code's {LATEST_VERSION}")
+        raise newer_schema(where, found)
     if found is None:
         _refuse_a_schema_in_use(conn, schema)
     if found is not None and found >= target:

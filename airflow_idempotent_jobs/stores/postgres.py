@@ -60,6 +60,7 @@ from ..errors import (
     InvalidConfiguration,
     StoreCorrupted,
     StoreMissing,
+    StoreOutdated,
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
@@ -334,11 +335,10 @@ class PostgresEpisodeStore(EpisodeStore):
                 f"no episode store in schema {self.schema} of {self._location}: nothing was ever written there "
                 "(readers create none)"
             )
+        if found > pg_schema.LATEST_VERSION:
+            raise pg_schema.newer_schema(self.where(), found)
         if found != pg_schema.LATEST_VERSION:
-            raise StoreUnavailable(
-                f"the episode store in schema {self.schema} of {self._location} is at version {found}, this code "
-                f"reads {pg_schema.LATEST_VERSION}: a writer of this version migrates it, readers do not"
-            )
+            raise StoreOutdated(f"in schema {self.schema} of {self._location}", found, pg_schema.LATEST_VERSION)
         self._schema_ready = True
 
     # -- rows ----------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ __all__ = ["PageStore", "current_week", "page_now", "weekly_budget"]
 
 
 def weekly_budget() -> float | None:
-    """``[idempotent_jobs] weekly_budget``: a finite number >= 0, or None when unset."""
+    """``[idempotent_jobs] weekly_budget``: a finite number >= 0 (not ``-0``), or None when unset."""
+    from ..episode import amount_problem
     from ..errors import InvalidConfiguration
     from ..operators._settings import setting
     from ..provider_config import SECTION, env_name
@@ -31,9 +32,10 @@ def weekly_budget() -> float | None:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
+    problem = amount_problem(value)
+    if problem:
         field = f"[{SECTION}] weekly_budget ({env_name('weekly_budget')})"
-        raise InvalidConfiguration("deployment setting", field, f"{text[:40]!r} is not a number >= 0")
+        raise InvalidConfiguration("deployment setting", field, f"{text[:40]!r} is not a number >= 0 ({problem})")
     return value
 
 

@@ -54,7 +54,14 @@ def test_a_default_that_could_approve_is_refused(defaults: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("estimated_cost", -1), ("estimated_cost", float("nan")), ("weekly_budget", "10")]
+    ("field", "value"),
+    [
+        ("estimated_cost", -1),
+        ("estimated_cost", float("nan")),
+        ("weekly_budget", "10"),
+        ("estimated_cost", -0.0),  # compares equal to 0, but a person who wrote it meant something else
+        ("weekly_budget", -0.0),
+    ],
 )
 def test_costs_and_budgets_that_are_no_amounts_are_refused(field: str, value: object) -> None:
     amounts: dict[str, Any] = {field: value}

@@ -194,6 +194,8 @@ def test_costs_and_budgets_that_are_no_amount_fail_before_any_lookup(scenario_re
         "negative_estimate": "estimated_cost",
         "infinite_budget": "weekly_budget",
         "negative_budget": "weekly_budget",
+        "negative_zero_estimate": "estimated_cost",
+        "negative_zero_budget": "weekly_budget",
     }
     messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
     for task_id, field in fields.items():

@@ -15,14 +15,11 @@ from typing import Any
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 
 from airflow_idempotent_jobs import open_store
-from airflow_idempotent_jobs.allocation import new_episode
-from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.stores import pg_schema
 from tests.airflow.conftest import AirflowHome, postgres_connection
-from tests.backends import PostgresBackend
+from tests.pg import catalog, install_schema
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(300)]
 
@@ -47,29 +44,6 @@ def test_tasks_test_persists_nothing_unless_allowed(airflow_home: AirflowHome, t
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------
-def catalog(url: str) -> dict[str, Any]:
-    """Every schema, relation, column, function, type and trigger outside PostgreSQL's own, and every row of ours."""
-    own = "n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%'"
-    queries = {
-        "schemas": f"SELECT n.nspname FROM pg_namespace n WHERE {own} ORDER BY 1",
-        "relations": "SELECT n.nspname, c.relname, c.relkind FROM pg_class c "
-        f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {own} ORDER BY 1, 2",
-        "columns": "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-        "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        f"WHERE {own} AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2, 3",
-        "functions": "SELECT n.nspname, p.proname, md5(p.prosrc) FROM pg_proc p "
-        f"JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {own} ORDER BY 1, 2, 3",
-        "types": "SELECT n.nspname, t.typname FROM pg_type t "
-        f"JOIN pg_namespace n ON n.oid = t.typnamespace WHERE {own} ORDER BY 1, 2",
-        "triggers": "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
-        f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {own} AND NOT t.tgisinternal ORDER BY 1, 2",
-    }
-    with psycopg.connect(url, autocommit=True) as conn:
-        found: dict[str, Any] = {name: [list(row) for row in conn.execute(sql)] for name, sql in queries.items()}
-    found["rows"] = PostgresBackend(url).snapshot()
-    return found
-
-
 def dry_run_pg(airflow_home: AirflowHome, url: str) -> tuple[int, str]:
     done = airflow_home.airflow(
         "tasks", "test", DAG_ID, "allocate_pg", AIRFLOW_CONN_IJ_TASKS_TEST_PG=postgres_connection(url)
@@ -119,25 +93,6 @@ def test_a_dry_run_on_a_current_schema_reads_it_and_writes_nothing(
     assert code == 0, output[-3000:]
     assert "would allocate 2026-W32-1" in output  # it did read the store: -0 is taken
     assert catalog(empty_database) == before
-
-
-def install_schema(url: str, version: int, episodes: list[tuple[str, int, str]]) -> None:
-    """The store's schema at ``version``, with these episodes, as a writer of that version left it."""
-    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
-
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
-    try:
-        with engine.begin() as conn:
-            pg_schema.migrate(conn, pg_schema.DEFAULT_SCHEMA, where="test", lock_timeout_ms=5000, target=version)
-    finally:
-        engine.dispose()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('x'))")
-        for week, sequence, key in episodes:
-            conn.execute(
-                statements("idempotent_jobs").insert,
-                row_values("default", new_episode(WeekId.parse(week), sequence, key, None)),
-            )
 
 
 def schema_versions(url: str) -> list[dict[str, Any]]:

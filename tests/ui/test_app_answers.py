@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-from fastapi import Request
-from fastapi.testclient import TestClient
 
-from airflow_idempotent_jobs.ui import app as page
-from airflow_idempotent_jobs.ui.auth import Access, api_user
+from airflow_idempotent_jobs.ui.auth import Access
 from e2e.ui_seed import ALPHA, BETA, Seeded, seed
 from tests.backends import Backend
+from tests.ui.page_client import Get, page_client
 
 pytestmark = pytest.mark.airflow
 
@@ -33,7 +30,6 @@ ACCESS = {
     "bob": Access(frozenset({BETA}), frozenset(), store_wide=False),
 }
 READABLE: dict[str, set[str | None]] = {"admin": {ALPHA, BETA, None}, "alice": {ALPHA}, "bob": {BETA}}
-Get = Callable[[str, str], tuple[int, Any]]
 
 
 @pytest.fixture
@@ -44,22 +40,7 @@ def seeded(backend: Backend) -> Seeded:
 
 @pytest.fixture
 def get(backend: Backend, seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> Iterator[Get]:
-    monkeypatch.setenv("AIRFLOW__IDEMPOTENT_JOBS__STORE", backend.url)
-    monkeypatch.setenv("AIRFLOW__IDEMPOTENT_JOBS__TIMEZONE", "UTC")
-    monkeypatch.delenv("AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID", raising=False)
-    monkeypatch.setattr(page, "access_for", lambda user: ACCESS[user])
-    app = page.create_app()
-
-    def user(request: Request) -> str:
-        return request.headers["x-user"]
-
-    app.dependency_overrides[api_user] = user
-    with TestClient(app) as client:
-
-        def call(user_name: str, path: str) -> tuple[int, Any]:
-            answer = client.get("/api/" + path, headers={"x-user": user_name})
-            return answer.status_code, answer.json()
-
+    with page_client(monkeypatch, backend.url, ACCESS) as call:
         yield call
 
 

@@ -118,6 +118,8 @@ with DAG("ij_paid_bad_amounts", **manual_dag(retries=3)):
         ("negative_estimate", {"estimated_cost": -1.0}),
         ("infinite_budget", {"weekly_budget": float("inf")}),
         ("negative_budget", {"weekly_budget": -5.0}),
+        ("negative_zero_estimate", {"estimated_cost": -0.0}),
+        ("negative_zero_budget", {"weekly_budget": -0.0}),
     ):
         CrashingPaidGeneration(
             task_id=task_id,
