@@ -10,7 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _moved
+
 __version__ = "0.1.0"
+
+_moved.install()  # module paths of the previous release still import, with a warning
 
 #: Public name -> the module that defines it.
 _EXPORTS = {

@@ -1,0 +1,57 @@
+"""Module paths of the previous release still import, with a DeprecationWarning, and give the new module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from airflow_idempotent_jobs import _moved
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(_moved.MOVED.items()))
+def test_every_old_path_warns_and_gives_the_module_that_holds_its_names(old: str, new: str) -> None:
+    code = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        "assert old is new, (old, new)\n"
+        "assert [w.category for w in seen] == [DeprecationWarning], [str(w.message) for w in seen]\n"
+        f"assert {new!r} in str(seen[0].message)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("old", sorted(_moved.MOVED))
+def test_no_old_path_is_still_a_real_module(old: str) -> None:
+    """The finder is asked only when no file answers: a module left at the old path would shadow it."""
+    sys.modules.pop(old, None)
+    sys.meta_path.remove(_moved._FINDER)
+    try:
+        assert importlib.util.find_spec(old) is None
+    finally:
+        _moved.install()
+
+
+def test_an_alias_is_the_new_module_itself_and_the_new_module_keeps_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(_moved.MOVED, "airflow_idempotent_jobs.old_identity", "airflow_idempotent_jobs.identity")
+    monkeypatch.delitem(sys.modules, "airflow_idempotent_jobs.old_identity", raising=False)
+    with pytest.warns(DeprecationWarning, match="old_identity moved to airflow_idempotent_jobs.identity"):
+        from airflow_idempotent_jobs import old_identity
+    identity = importlib.import_module("airflow_idempotent_jobs.identity")
+    assert old_identity is identity
+    assert identity.__name__ == "airflow_idempotent_jobs.identity"
+    assert identity.__spec__ is not None and identity.__spec__.name == "airflow_idempotent_jobs.identity"
+    monkeypatch.delitem(sys.modules, "airflow_idempotent_jobs.old_identity")
+
+
+def test_a_path_that_never_existed_is_still_an_import_error() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("airflow_idempotent_jobs.no_such_module")
