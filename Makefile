@@ -23,8 +23,12 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite on TEST_WORKERS processes (pytest-xdist); tests that share a costly fixture stay together
+# on one worker (tests/conftest.py groups them). TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 # The example DAG under real Airflow: retries, a lost provider answer, two runs in a week, one the next.
 # Then the paid layer on its own: a worker killed in flight, refused, reconciled and resumed.
