@@ -48,6 +48,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+class _GroupSuffix:
+    """pytest-xdist 3.8 marks a test's group by renaming it ``<nodeid>@<group>`` through ``item._nodeid``,
+    which pytest 9 no longer reads (a node's id is ``item._id``): without this every group is split."""
+
+    @pytest.hookimpl(trylast=True)  # after xdist's own hook
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
+            if groups and "@" not in item.nodeid:
+                item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupSuffix(), "ij-xdist-group-suffix")
+
+
 #: Backend names the conformance suite runs against; the PostgreSQL store adds "postgres".
 BACKENDS = ["file", pytest.param("postgres", marks=pytest.mark.postgres)]
 
