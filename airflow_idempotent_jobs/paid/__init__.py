@@ -5,21 +5,23 @@ No Airflow import here; `http` (httpx) and `server` are imported only when asked
 
 from __future__ import annotations
 
-from .budget import BudgetUnknowable, checked_amount
-from .fingerprint import InvalidRequest, RequestConflict, canonical_json, request_fingerprint
-from .ledger import NotReconcilable, SubmissionInProgress, SubmissionLedger, idempotency_token
-from .poll import PollTimeout, wait_for_terminal
-from .provider import (
-    PaidProvider,
-    ProviderCapabilities,
+from ..errors import (
+    BudgetUnknowable,
+    InvalidRequest,
+    NotReconcilable,
+    PollTimeout,
     ProviderError,
     ProviderOutcomeUnknown,
     ProviderRejected,
     ProviderUnavailable,
-    RemoteState,
-    RemoteStatus,
-    reported_cost,
+    RequestConflict,
+    SubmissionInProgress,
 )
+from .budget import checked_amount
+from .fingerprint import canonical_json, request_fingerprint
+from .ledger import SubmissionLedger, idempotency_token
+from .poll import wait_for_terminal
+from .provider import PaidProvider, ProviderCapabilities, RemoteState, RemoteStatus, reported_cost
 from .results import DEFAULT_RESULT_LIMIT, Bounded, bound_result, clean_text
 
 __all__ = [

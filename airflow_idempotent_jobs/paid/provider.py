@@ -22,16 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from .. import _moved
 from ..episode import OmittedResult
-from ..errors import IdempotentJobsError
+from ..errors import ProviderError
 
 __all__ = [
     "PaidProvider",
     "ProviderCapabilities",
-    "ProviderError",
-    "ProviderOutcomeUnknown",
-    "ProviderRejected",
-    "ProviderUnavailable",
     "RemoteState",
     "RemoteStatus",
     "decode_event",
@@ -132,24 +129,8 @@ class PaidProvider(Protocol):
         ...
 
 
-class ProviderError(IdempotentJobsError):
-    """A provider call failed; ``status`` is the HTTP status when there was one."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        self.status = status
-        super().__init__(message)
-
-
-class ProviderRejected(ProviderError):
-    """The provider answered with a clear refusal (4xx): nothing was created."""
-
-
-class ProviderOutcomeUnknown(ProviderError):
-    """The request may have been received, but its answer was lost (timeout, dropped connection, 5xx)."""
-
-
-class ProviderUnavailable(ProviderError):
-    """The request certainly did not reach the provider (connection refused, connect timeout, 429)."""
+def __getattr__(name: str) -> object:
+    return _moved.moved_name(__name__, name)  # names kept one release for old imports: CHANGELOG.md
 
 
 # -- the trigger's event: encoded by `PaidJobTrigger`, decoded by the operator's execute_complete ---

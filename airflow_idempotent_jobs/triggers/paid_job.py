@@ -98,13 +98,9 @@ class PaidJobTrigger(BaseTrigger):
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from ..errors import ProviderOutcomeUnknown, ProviderUnavailable
         from ..paid.backoff import doubling
-        from ..paid.provider import (
-            ProviderOutcomeUnknown,
-            ProviderUnavailable,
-            encode_error_event,
-            encode_status_event,
-        )
+        from ..paid.provider import encode_error_event, encode_status_event
         from ..paid.results import clean_text, redactor
 
         try:
