@@ -29,9 +29,15 @@ MOVED: Final[dict[str, str]] = {}
 MOVED_NAMES: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.migration.legacy_approval.LegacyApprovalRefused": "airflow_idempotent_jobs.errors",
     "airflow_idempotent_jobs.paid.fingerprint.RequestConflict": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.ERROR_EVENT": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.ProviderError": "airflow_idempotent_jobs.errors",
     "airflow_idempotent_jobs.paid.provider.ProviderOutcomeUnknown": "airflow_idempotent_jobs.errors",
     "airflow_idempotent_jobs.paid.provider.ProviderRejected": "airflow_idempotent_jobs.errors",
     "airflow_idempotent_jobs.paid.provider.ProviderUnavailable": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.TERMINAL_EVENT": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.decode_event": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.encode_error_event": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.encode_status_event": "airflow_idempotent_jobs.paid.trigger_event",
 }
 
 

@@ -94,7 +94,6 @@ def test_a_name_that_never_existed_is_still_an_attribute_error() -> None:
 @pytest.mark.parametrize(
     "old",
     [
-        "paid.provider.ProviderError",
         "paid.ledger.SubmissionInProgress",
         "paid.ledger.NotReconcilable",
         "paid.poll.PollTimeout",
