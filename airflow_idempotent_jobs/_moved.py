@@ -28,6 +28,13 @@ MOVED: Final[dict[str, str]] = {}
 #: Old ``module.Name`` -> the module that defines ``Name`` now.
 MOVED_NAMES: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.migration.legacy_approval.LegacyApprovalRefused": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.BudgetUnknowable": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.Bounded": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.DEFAULT_RESULT_LIMIT": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.bound_result": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.canonical_json": "airflow_idempotent_jobs.paid.fingerprint",
+    "airflow_idempotent_jobs.paid.checked_amount": "airflow_idempotent_jobs.paid.budget",
+    "airflow_idempotent_jobs.paid.clean_text": "airflow_idempotent_jobs.paid.results",
     "airflow_idempotent_jobs.paid.fingerprint.RequestConflict": "airflow_idempotent_jobs.errors",
     "airflow_idempotent_jobs.paid.provider.ERROR_EVENT": "airflow_idempotent_jobs.paid.trigger_event",
     "airflow_idempotent_jobs.paid.provider.ProviderError": "airflow_idempotent_jobs.errors",
