@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 _moved.install()  # module paths of the previous release still import, with a warning
 
-#: Public name -> the module that defines it.
+#: Public name -> the module that defines it: for library users, the model, the stores and the
+#: errors they meet (every error is in `errors`; `paid` has the paid API's own).
 _EXPORTS = {
     "Approval": "episode",
     "Decision": "episode",
@@ -31,14 +32,19 @@ _EXPORTS = {
     "EpisodeNotFound": "errors",
     "IdempotentJobsError": "errors",
     "IllegalTransition": "errors",
+    "InvalidConfiguration": "errors",
     "InvalidIdentifier": "errors",
     "StoreCorrupted": "errors",
+    "StoreMissing": "errors",
+    "StoreOutdated": "errors",
+    "StoreTooNew": "errors",
     "StoreUnavailable": "errors",
     "SubmissionStateUnknown": "errors",
     "EpisodeId": "identity",
     "WeekId": "identity",
     "EpisodeStore": "stores",
     "FileEpisodeStore": "stores",
+    "PostgresEpisodeStore": "stores",  # stores imports SQLAlchemy only for this name
     "open_store": "stores",
 }
 
@@ -57,8 +63,13 @@ __all__ = [
     "FileEpisodeStore",
     "IdempotentJobsError",
     "IllegalTransition",
+    "InvalidConfiguration",
     "InvalidIdentifier",
+    "PostgresEpisodeStore",
     "StoreCorrupted",
+    "StoreMissing",
+    "StoreOutdated",
+    "StoreTooNew",
     "StoreUnavailable",
     "Submission",
     "SubmissionState",
@@ -78,13 +89,17 @@ if TYPE_CHECKING:
         EpisodeNotFound,
         IdempotentJobsError,
         IllegalTransition,
+        InvalidConfiguration,
         InvalidIdentifier,
         StoreCorrupted,
+        StoreMissing,
+        StoreOutdated,
+        StoreTooNew,
         StoreUnavailable,
         SubmissionStateUnknown,
     )
     from .identity import EpisodeId, WeekId
-    from .stores import EpisodeStore, FileEpisodeStore, open_store
+    from .stores import EpisodeStore, FileEpisodeStore, PostgresEpisodeStore, open_store
 
 
 def __getattr__(name: str) -> Any:

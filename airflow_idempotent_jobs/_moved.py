@@ -1,6 +1,8 @@
-"""Module paths of the previous release that moved: each still imports, with a DeprecationWarning.
+"""Module paths and names of the previous release that moved: each still imports, with a DeprecationWarning.
 
-An old path stays importable for one release and is listed in CHANGELOG.md; then its line here goes.
+An old path or name stays importable for one release and is listed in CHANGELOG.md; then its line
+here goes. A moved name is answered by its old module's ``__getattr__`` (`moved_name`), which only
+runs for a name the module does not hold.
 The finder runs only after the normal import system found no such module, so it costs nothing on
 any other import.
 """
@@ -18,10 +20,32 @@ from typing import TYPE_CHECKING, Final, cast
 if TYPE_CHECKING:
     from importlib.abc import Loader
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "MOVED_NAMES", "install", "moved_name"]
 
 #: Old module path -> the module that holds its names now.
 MOVED: Final[dict[str, str]] = {}
+
+#: Old ``module.Name`` -> the module that defines ``Name`` now.
+MOVED_NAMES: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.migration.legacy_approval.LegacyApprovalRefused": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.BudgetUnknowable": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.Bounded": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.DEFAULT_RESULT_LIMIT": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.bound_result": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.canonical_json": "airflow_idempotent_jobs.paid.fingerprint",
+    "airflow_idempotent_jobs.paid.checked_amount": "airflow_idempotent_jobs.paid.budget",
+    "airflow_idempotent_jobs.paid.clean_text": "airflow_idempotent_jobs.paid.results",
+    "airflow_idempotent_jobs.paid.fingerprint.RequestConflict": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.ERROR_EVENT": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.ProviderError": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.ProviderOutcomeUnknown": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.ProviderRejected": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.ProviderUnavailable": "airflow_idempotent_jobs.errors",
+    "airflow_idempotent_jobs.paid.provider.TERMINAL_EVENT": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.decode_event": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.encode_error_event": "airflow_idempotent_jobs.paid.trigger_event",
+    "airflow_idempotent_jobs.paid.provider.encode_status_event": "airflow_idempotent_jobs.paid.trigger_event",
+}
 
 
 class _MovedFinder:
@@ -59,3 +83,16 @@ def install() -> None:
     """Put the finder last on ``sys.meta_path`` (once)."""
     if _FINDER not in sys.meta_path:
         sys.meta_path.append(_FINDER)
+
+
+def moved_name(module: str, name: str) -> object:
+    """A module's ``__getattr__``: the object ``module.name`` moved to, with a DeprecationWarning."""
+    new = MOVED_NAMES.get(f"{module}.{name}")
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} moved to {new}.{name}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return getattr(importlib.import_module(new), name)

@@ -1,8 +1,46 @@
-"""One error root; each subclass carries the data a caller needs to act on it, and its policy.
+"""Every error this package raises on purpose; each carries the data a caller needs, and its policy.
 
 The policy is two class attributes that every caller reads instead of keeping its own table:
 ``exit_code`` (what the CLI exits with, docs/design.md lists them) and ``retryable`` (whether a
 retry could succeed: Airflow gets `AirflowFailException` for the errors a retry cannot fix).
+
+The hierarchy (exit code, then ``retry`` when a retry may succeed)::
+
+    IdempotentJobsError ............................ 5 retry  the root
+    ├── InvalidIdentifier (ValueError) ............. 2        a week id, episode id, key or fingerprint
+    ├── InvalidConfiguration (ValueError) .......... 2        a setting that cannot work
+    ├── InvalidRequest (ValueError) ................ 2        a request with no canonical JSON form
+    ├── EpisodeNotFound (LookupError) .............. 4
+    ├── StoreCorrupted ............................. 5        nothing was overwritten
+    │   └── StoreTooNew (also StoreUnavailable) .... 5        written by a later release
+    ├── StoreUnavailable ........................... 5 retry  unreachable, or its lock timed out
+    │   ├── StoreMissing ........................... 5 retry  a reader found no store
+    │   ├── StoreOutdated .......................... 5        a reader found an older schema
+    │   └── StoreTooNew
+    ├── AllocationConflict ......................... 3        the key is held otherwise
+    ├── IllegalTransition .......................... 3        the submission state machine says no
+    │   └── NotReconcilable ........................ 3
+    ├── DecisionConflict ........................... 3        an approval decision is final
+    ├── ApprovalRequired ........................... 3        no approved episode: nothing spent
+    ├── SubmissionStateUnknown ..................... 3        only reconcile may settle it
+    ├── SubmissionInProgress ....................... 5 retry  another live process is submitting
+    ├── RequestConflict ............................ 3        the episode paid for another request
+    ├── BudgetExceeded ............................. 2        nothing was sent
+    │   └── BudgetUnknowable ....................... 2        the week's spend cannot be known
+    ├── PollTimeout (TimeoutError) ................. 5 retry  the remote job is not finished yet
+    ├── ProviderError .............................. 5 retry  a paid API call failed
+    │   ├── ProviderRejected ....................... 5 retry  refused: nothing was created
+    │   ├── ProviderOutcomeUnknown ................. 5 retry  the answer was lost: a job may exist
+    │   └── ProviderUnavailable .................... 5 retry  certainly never sent
+    ├── MigrationError ............................. 5 retry  a planned job cannot be completed
+    └── LegacyApprovalRefused (ValueError) ......... 2        a legacy approval in doubt
+
+    Below the root only as a cause (translated before it reaches a user):
+    ValueError
+    ├── UnsafeJson                                            JSON this package refuses to hold
+    └── LegacyApprovalError                                   one legacy approval field in doubt
+
+This module imports nothing of the package: every other module may import it.
 """
 
 from __future__ import annotations
@@ -13,18 +51,32 @@ __all__ = [
     "AllocationConflict",
     "ApprovalRequired",
     "BudgetExceeded",
+    "BudgetUnknowable",
     "DecisionConflict",
     "EpisodeNotFound",
     "IdempotentJobsError",
     "IllegalTransition",
     "InvalidConfiguration",
     "InvalidIdentifier",
+    "InvalidRequest",
+    "LegacyApprovalError",
+    "LegacyApprovalRefused",
+    "MigrationError",
+    "NotReconcilable",
+    "PollTimeout",
+    "ProviderError",
+    "ProviderOutcomeUnknown",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "RequestConflict",
     "StoreCorrupted",
     "StoreMissing",
     "StoreOutdated",
     "StoreTooNew",
     "StoreUnavailable",
+    "SubmissionInProgress",
     "SubmissionStateUnknown",
+    "UnsafeJson",
 ]
 
 
@@ -35,6 +87,9 @@ class IdempotentJobsError(Exception):
     exit_code: ClassVar[int] = 5
     #: Whether trying again later may succeed (a lock timeout, a server down): Airflow retries these.
     retryable: ClassVar[bool] = True
+
+
+# -- Bad input: refused before anything is touched -------------------------------------------------
 
 
 class InvalidIdentifier(IdempotentJobsError, ValueError):
@@ -63,18 +118,18 @@ class InvalidConfiguration(IdempotentJobsError, ValueError):
         super().__init__(f"invalid {what}: {field}: {reason}")
 
 
-class AllocationConflict(IdempotentJobsError):
-    """The key is held in another week, by several episodes, or with another fingerprint."""
+class InvalidRequest(IdempotentJobsError, ValueError):
+    """A request that has no canonical JSON form (NaN, a non-string key, an object JSON cannot hold)."""
 
-    exit_code = 3
+    exit_code = 2
     retryable = False
 
-    def __init__(self, allocation_key: str, reason: str, episode_ids: tuple[str, ...] = ()) -> None:
-        self.allocation_key = allocation_key
-        self.reason = reason
-        self.episode_ids = episode_ids
-        held = f" (held by {', '.join(episode_ids)})" if episode_ids else ""
-        super().__init__(f"allocation key {_short(allocation_key)}: {reason}{held}")
+
+class UnsafeJson(ValueError):
+    """Text that is not JSON, or JSON this package refuses to hold."""
+
+
+# -- The store -------------------------------------------------------------------------------------
 
 
 class EpisodeNotFound(IdempotentJobsError, LookupError):
@@ -148,6 +203,23 @@ class StoreTooNew(StoreCorrupted, StoreUnavailable):
         self.args = (f"episode store {where}: {self.reason}",)  # not "corrupted": nothing is damaged
 
 
+# -- The episode's rules: allocation, the submission state machine, approval -----------------------
+
+
+class AllocationConflict(IdempotentJobsError):
+    """The key is held in another week, by several episodes, or with another fingerprint."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, allocation_key: str, reason: str, episode_ids: tuple[str, ...] = ()) -> None:
+        self.allocation_key = allocation_key
+        self.reason = reason
+        self.episode_ids = episode_ids
+        held = f" (held by {', '.join(episode_ids)})" if episode_ids else ""
+        super().__init__(f"allocation key {_short(allocation_key)}: {reason}{held}")
+
+
 class IllegalTransition(IdempotentJobsError):
     """A submission-ledger transition that the state machine does not allow."""
 
@@ -161,20 +233,13 @@ class IllegalTransition(IdempotentJobsError):
         super().__init__(f"episode {episode_id}: submission cannot go from {current} to {wanted}")
 
 
-class SubmissionStateUnknown(IdempotentJobsError):
-    """A paid submission may or may not have been accepted; only reconcile may settle it."""
+class NotReconcilable(IllegalTransition):
+    """Reconcile applies only to a submission in ``submitting`` (writer gone) or ``unknown``."""
 
-    exit_code = 3
-    retryable = False
-
-    def __init__(self, episode_id: str, detail: str = "") -> None:
-        self.episode_id = episode_id
-        self.command = f"idempotent-jobs reconcile {episode_id}"
-        extra = f" ({detail})" if detail else ""
-        super().__init__(
-            f"episode {episode_id}: the provider may already have accepted this submission{extra}; "
-            f"refusing to submit again. Settle it with: {self.command}"
-        )
+    def __init__(self, episode_id: str, current: str, reason: str) -> None:
+        super().__init__(episode_id, current, "reconciled")
+        self.reason = reason
+        self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
 
 
 class DecisionConflict(IdempotentJobsError):
@@ -212,6 +277,51 @@ class ApprovalRequired(IdempotentJobsError):
         super().__init__(f"episode {episode_id}: approval required before spending, but {reason}; {hint}")
 
 
+# -- The paid submission (the ledger, its budget, polling) -----------------------------------------
+
+
+class SubmissionStateUnknown(IdempotentJobsError):
+    """A paid submission may or may not have been accepted; only reconcile may settle it."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, episode_id: str, detail: str = "") -> None:
+        self.episode_id = episode_id
+        self.command = f"idempotent-jobs reconcile {episode_id}"
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"episode {episode_id}: the provider may already have accepted this submission{extra}; "
+            f"refusing to submit again. Settle it with: {self.command}"
+        )
+
+
+class SubmissionInProgress(IdempotentJobsError):
+    """Another live process wrote the ``submitting`` intent and is waiting for the provider; retry later."""
+
+    def __init__(self, episode_id: str, claimed_by: str | None) -> None:
+        self.episode_id = episode_id
+        self.claimed_by = claimed_by
+        super().__init__(f"episode {episode_id}: a submission is in progress in {claimed_by}; retry later")
+
+
+class RequestConflict(IdempotentJobsError):
+    """The episode's paid submission was made for another request; nothing was sent or resumed."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, episode_id: str, recorded: str, requested: str) -> None:
+        self.episode_id = episode_id
+        self.recorded = recorded
+        self.requested = requested
+        super().__init__(
+            f"episode {episode_id}: its paid submission was made for request {recorded}, "
+            f"not for this request {requested}; refusing to submit or resume a different request "
+            "(one episode pays for one request: allocate another episode for another request)"
+        )
+
+
 class BudgetExceeded(IdempotentJobsError):
     """The week's spending would pass its budget; nothing was sent."""
 
@@ -228,6 +338,90 @@ class BudgetExceeded(IdempotentJobsError):
             f"episode {episode_id}: weekly budget {budget:g} for {week_id} would be exceeded "
             f"(already committed {spent:g}, this submission {requested:g}); nothing was sent"
         )
+
+
+class BudgetUnknowable(BudgetExceeded):
+    """The week's spend cannot be known: a provider reported a cost that is no cost, with no estimate to count."""
+
+    def __init__(self, episode_id: str, week_id: str, budget: float, unknown: list[str]) -> None:
+        super().__init__(episode_id, week_id, budget, float("nan"), 0.0)
+        self.unknown = unknown
+        self.args = (
+            f"episode {episode_id}: weekly budget {budget:g} for {week_id} cannot be checked: the provider "
+            f"reported no valid cost for {', '.join(unknown)} and no estimate stands in for it; nothing was sent "
+            "(give those submissions' jobs an estimated_cost, or settle their cost with the provider)",
+        )
+
+
+class PollTimeout(IdempotentJobsError, TimeoutError):
+    """The remote job did not reach a terminal state in time; the ledger still says ``accepted``."""
+
+    def __init__(self, episode_id: str, timeout: float, last_state: str | None, last_error: str | None) -> None:
+        self.episode_id = episode_id
+        self.timeout = timeout
+        self.last_state = last_state
+        self.last_error = last_error
+        extra = f"; last poll error: {last_error}" if last_error else ""
+        super().__init__(
+            f"episode {episode_id}: remote job not finished after {timeout:g}s "
+            f"(last remote state {last_state or 'unknown'}){extra}; polling again later is safe"
+        )
+
+
+# -- The paid API's answers (raised by a `PaidProvider`: `paid.provider` says how to tell them apart) ---
+
+
+class ProviderError(IdempotentJobsError):
+    """A provider call failed; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ProviderRejected(ProviderError):
+    """The provider answered with a clear refusal (4xx): nothing was created."""
+
+
+class ProviderOutcomeUnknown(ProviderError):
+    """The request may have been received, but its answer was lost (timeout, dropped connection, 5xx)."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The request certainly did not reach the provider (connection refused, connect timeout, 429)."""
+
+
+# -- The migration of legacy state -----------------------------------------------------------------
+
+
+class MigrationError(IdempotentJobsError):
+    """A job cannot be completed as planned (a file lost in between, a key taken meanwhile)."""
+
+
+class LegacyApprovalError(ValueError):
+    """A legacy approval that cannot be read as exactly one decision (or none); ``field`` is a pointer."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"field {field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class LegacyApprovalRefused(IdempotentJobsError, ValueError):
+    """A legacy state's approval in doubt: the whole migration is refused (bad input, nothing changed).
+
+    Not a skipped week: a job whose spending gate cannot be read must not be left for a later run to
+    guess, and the operator fixes one field and runs the migration again.
+    """
+
+    exit_code = 2
+    retryable = False
+
+    def __init__(self, path: str, problem: LegacyApprovalError) -> None:
+        self.path = path
+        self.field = problem.field
+        self.reason = problem.reason
+        super().__init__(f"legacy approval in {path}: {problem}; nothing was migrated")
 
 
 def _short(value: object, limit: int = 80) -> str:

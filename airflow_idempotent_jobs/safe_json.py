@@ -13,16 +13,14 @@ import json
 import math
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "UnsafeJson", "loads"]
+from .errors import UnsafeJson
+
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "UnsafeJson", "loads"]  # UnsafeJson: defined in errors
 
 #: Deepest nesting accepted; records are a few levels deep, provider results rarely more than ten.
 MAX_DEPTH: Final = 64
 #: Longest integer accepted (a sign and 40 digits is far beyond any count, sequence or id we keep).
 MAX_INT_DIGITS: Final = 41
-
-
-class UnsafeJson(ValueError):
-    """Text that is not JSON, or JSON this package refuses to hold."""
 
 
 def _int(text: str) -> int:

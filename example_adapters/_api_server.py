@@ -26,8 +26,14 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, urlsplit
 
-from airflow_idempotent_jobs.testing._api_switches import ApiSwitches, credential_echo, send_json
-from airflow_idempotent_jobs.testing._background import BackgroundServer, ThreadedServer, serve_until_terminated
+from airflow_idempotent_jobs.testing.local_api import (
+    ApiSwitches,
+    BackgroundServer,
+    ThreadedServer,
+    credential_echo,
+    send_json,
+    serve_until_terminated,
+)
 
 __all__ = ["FAULTS", "REFUSALS", "Answer", "ApiConfig", "ApiServer", "Progress", "serve_main"]
 

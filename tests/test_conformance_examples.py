@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
+from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown, ProviderUnavailable
+from airflow_idempotent_jobs.paid.provider import PaidProvider
 from airflow_idempotent_jobs.testing.conformance import ConformanceReport, assert_conformant, check_adapter
 from example_adapters.batch_api import BatchApi
 from example_adapters.batch_style import BatchStyleProvider

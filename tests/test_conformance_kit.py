@@ -21,17 +21,14 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_idempotent_jobs.errors import InvalidConfiguration
-from airflow_idempotent_jobs.paid.http import HttpPaidProvider
-from airflow_idempotent_jobs.paid.provider import (
-    PaidProvider,
-    ProviderCapabilities,
+from airflow_idempotent_jobs.errors import (
+    InvalidConfiguration,
     ProviderOutcomeUnknown,
     ProviderRejected,
     ProviderUnavailable,
-    RemoteState,
-    RemoteStatus,
 )
+from airflow_idempotent_jobs.paid.http import HttpPaidProvider
+from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderCapabilities, RemoteState, RemoteStatus
 from airflow_idempotent_jobs.testing.conformance import (
     ConformanceReport,
     Fault,

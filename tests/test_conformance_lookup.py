@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderCapabilities, ProviderOutcomeUnknown
+from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
+from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderCapabilities
 from airflow_idempotent_jobs.testing.conformance import FaultPlan, assert_conformant, check_adapter
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.test_conformance_kit import (

@@ -26,3 +26,22 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert loaded == ["airflow_idempotent_jobs._moved"]
+
+
+def test_the_root_exports_the_errors_users_meet_and_every_store() -> None:
+    from airflow_idempotent_jobs import errors, stores
+
+    assert package.InvalidConfiguration is errors.InvalidConfiguration
+    assert package.PostgresEpisodeStore is stores.PostgresEpisodeStore
+    for name in ("StoreMissing", "StoreOutdated", "StoreTooNew", "FileEpisodeStore", "open_store"):
+        assert name in package.__all__, name
+
+
+def test_the_postgres_store_costs_its_import_only_when_asked_for() -> None:
+    code = (
+        "import json, sys; import airflow_idempotent_jobs as p; p.InvalidConfiguration; p.FileEpisodeStore; "
+        "before = 'sqlalchemy' in sys.modules; p.PostgresEpisodeStore; "
+        "print(json.dumps([before, 'sqlalchemy' in sys.modules]))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(run.stdout) == [False, True]

@@ -16,7 +16,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import safe_json
-from ..paid.ledger import NotReconcilable, SubmissionLedger
+from ..errors import NotReconcilable
+from ..paid.ledger import SubmissionLedger
 from ._common import EXIT, CliError, open_cli_store, print_json
 
 if TYPE_CHECKING:

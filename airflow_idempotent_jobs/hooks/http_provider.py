@@ -90,7 +90,7 @@ class HttpPaidProviderHook(PaidProviderHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Ask for the status of a job that cannot exist: 404 proves reachability and credentials."""
-        from ..paid.provider import ProviderError
+        from ..errors import ProviderError
 
         try:
             provider = self.get_provider()

@@ -35,8 +35,8 @@ from ..episode import Episode, EpisodeStatus, SubmissionState, utc_now
 from ..errors import (
     AllocationConflict,
     DecisionConflict,
-    IdempotentJobsError,
     InvalidIdentifier,
+    MigrationError,
     StoreCorrupted,
     StoreUnavailable,
 )
@@ -59,7 +59,6 @@ from .manifest import (
 __all__ = [
     "DEFAULT_KEY_PREFIX",
     "MIGRATIONS_DIR",
-    "MigrationError",
     "MigrationPlan",
     "MigrationResult",
     "PlannedJob",
@@ -79,10 +78,6 @@ TOOL: Final = "airflow-idempotent-jobs"
 VIA: Final = "migration"
 #: What `tmp_name` makes of a file name: the prefix, the name, a dash and 8 hex digits.
 _OUR_TMP: Final = re.compile(re.escape(TMP_PREFIX) + r".+-[0-9a-f]{8}")
-
-
-class MigrationError(IdempotentJobsError):
-    """A job cannot be completed as planned (a file lost in between, a key taken meanwhile)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .. import safe_json
-from ..safe_json import UnsafeJson
+from ..errors import UnsafeJson
 
 __all__ = ["LEGACY_MAX_DEPTH", "MAX_FILE_BYTES", "UnsafeJson", "parse_json", "read_capped", "read_json_file"]
 

@@ -31,12 +31,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..episode import cost_problem
-from ..errors import InvalidIdentifier
+from ..errors import InvalidIdentifier, LegacyApprovalError, LegacyApprovalRefused
 from ..identity import WeekId
 from .json_files import LEGACY_MAX_DEPTH, UnsafeJson, parse_json, read_capped, read_json_file
 from .legacy_approval import (
-    LegacyApprovalError,
-    LegacyApprovalRefused,
     LegacyDecision,
     json_pointer,
     read_legacy_approval,

@@ -35,13 +35,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import _moved
 from ..approval import validate_actor, validate_comment
 from ..episode import Decision
-from ..errors import IdempotentJobsError, InvalidIdentifier
+from ..errors import InvalidIdentifier, LegacyApprovalError
 
 __all__ = [
-    "LegacyApprovalError",
-    "LegacyApprovalRefused",
     "LegacyDecision",
     "json_pointer",
     "looks_like_a_decision",
@@ -75,32 +74,6 @@ _MAX_AT: Final = 64
 #: ISO 8601: a calendar or week date, a time of day, then ``Z`` or an offset in hours and minutes.
 #: `datetime.fromisoformat` proves the values; alone it takes a naive time, any separator, offset seconds.
 _TIME_SHAPE: Final = re.compile(r"[0-9W-]{8,10}[Tt ][0-9:.,]+(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)", re.ASCII)
-
-
-class LegacyApprovalError(ValueError):
-    """A legacy approval that cannot be read as exactly one decision (or none); ``field`` is a pointer."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"field {field}: {reason}")
-        self.field = field
-        self.reason = reason
-
-
-class LegacyApprovalRefused(IdempotentJobsError, ValueError):
-    """A legacy state's approval in doubt: the whole migration is refused (bad input, nothing changed).
-
-    Not a skipped week: a job whose spending gate cannot be read must not be left for a later run to
-    guess, and the operator fixes one field and runs the migration again.
-    """
-
-    exit_code = 2
-    retryable = False
-
-    def __init__(self, path: str, problem: LegacyApprovalError) -> None:
-        self.path = path
-        self.field = problem.field
-        self.reason = problem.reason
-        super().__init__(f"legacy approval in {path}: {problem}; nothing was migrated")
 
 
 @dataclass(frozen=True)
@@ -341,3 +314,7 @@ def _agreed(values: list[tuple[str, Any]], what: str) -> tuple[str, Any] | None:
 
 def _known() -> str:
     return ", ".join(sorted(_OBJECT_FIELDS))
+
+
+def __getattr__(name: str) -> object:
+    return _moved.moved_name(__name__, name)  # names kept one release for old imports: CHANGELOG.md

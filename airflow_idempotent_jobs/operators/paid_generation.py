@@ -151,7 +151,7 @@ class PaidGenerationOperator(StoreOperator):
         which reads its Connection. An event that is not the trigger's fails without retry; an
         "error" event (the trigger could not poll, e.g. the provider refused the token) is retried.
         """
-        from ..paid.provider import decode_event
+        from ..paid.trigger_event import decode_event
 
         self._validated_settings()
         eid = checked_episode_id(self.task_id, self.episode_id)

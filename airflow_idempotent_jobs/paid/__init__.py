@@ -1,51 +1,54 @@
-"""Paid execution that never pays twice: the submission ledger, the provider port, an HTTP provider.
+"""Paid execution that never pays twice: the face for adapter authors and for callers of the ledger.
 
-No Airflow import here; `http` (httpx) and `server` are imported only when asked for.
+An adapter implements `PaidProvider` (`paid.provider` holds its contract) and answers with a
+`RemoteStatus`, raising the three provider errors honestly; the ledger (`SubmissionLedger`,
+`wait_for_terminal`) does the rest. Everything else in `paid` is a module of its own, imported by
+path. No Airflow import here; `http` (httpx) is imported only when asked for.
 """
 
 from __future__ import annotations
 
-from .budget import BudgetUnknowable, checked_amount
-from .fingerprint import InvalidRequest, RequestConflict, canonical_json, request_fingerprint
-from .ledger import NotReconcilable, SubmissionInProgress, SubmissionLedger, idempotency_token
-from .poll import PollTimeout, wait_for_terminal
-from .provider import (
-    PaidProvider,
-    ProviderCapabilities,
+from .. import _moved
+from ..errors import (
+    InvalidRequest,
+    NotReconcilable,
+    PollTimeout,
     ProviderError,
     ProviderOutcomeUnknown,
     ProviderRejected,
     ProviderUnavailable,
-    RemoteState,
-    RemoteStatus,
-    reported_cost,
+    RequestConflict,
+    SubmissionInProgress,
 )
-from .results import DEFAULT_RESULT_LIMIT, Bounded, bound_result, clean_text
+from .fingerprint import request_fingerprint
+from .ledger import SubmissionLedger, idempotency_token
+from .poll import wait_for_terminal
+from .provider import PaidProvider, ProviderCapabilities, RemoteState, RemoteStatus, reported_cost
 
 __all__ = [
-    "DEFAULT_RESULT_LIMIT",
-    "Bounded",
-    "BudgetUnknowable",
-    "InvalidRequest",
-    "NotReconcilable",
+    # The port an adapter implements, and what it answers.
     "PaidProvider",
-    "PollTimeout",
     "ProviderCapabilities",
+    "RemoteState",
+    "RemoteStatus",
+    "reported_cost",
+    # What an adapter raises: the ledger's safety rests on telling these apart.
     "ProviderError",
     "ProviderOutcomeUnknown",
     "ProviderRejected",
     "ProviderUnavailable",
-    "RemoteState",
-    "RemoteStatus",
-    "RequestConflict",
-    "SubmissionInProgress",
+    # The ledger, and what its callers meet.
     "SubmissionLedger",
-    "bound_result",
-    "canonical_json",
-    "checked_amount",
-    "clean_text",
     "idempotency_token",
-    "reported_cost",
     "request_fingerprint",
     "wait_for_terminal",
+    "InvalidRequest",
+    "NotReconcilable",
+    "PollTimeout",
+    "RequestConflict",
+    "SubmissionInProgress",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return _moved.moved_name(__name__, name)  # names kept one release for old imports: CHANGELOG.md

@@ -9,24 +9,11 @@ known and a budget refuses every new submission of the week (`BudgetUnknowable`)
 from __future__ import annotations
 
 from ..episode import Episode, Submission, SubmissionState, amount_problem
-from ..errors import BudgetExceeded, InvalidConfiguration
+from ..errors import BudgetExceeded, BudgetUnknowable, InvalidConfiguration
 
-__all__ = ["BudgetUnknowable", "check_budget", "checked_amount", "committed_cost"]
+__all__ = ["check_budget", "checked_amount", "committed_cost"]
 
 _S = SubmissionState
-
-
-class BudgetUnknowable(BudgetExceeded):
-    """The week's spend cannot be known: a provider reported a cost that is no cost, with no estimate to count."""
-
-    def __init__(self, episode_id: str, week_id: str, budget: float, unknown: list[str]) -> None:
-        super().__init__(episode_id, week_id, budget, float("nan"), 0.0)
-        self.unknown = unknown
-        self.args = (
-            f"episode {episode_id}: weekly budget {budget:g} for {week_id} cannot be checked: the provider "
-            f"reported no valid cost for {', '.join(unknown)} and no estimate stands in for it; nothing was sent "
-            "(give those submissions' jobs an estimated_cost, or settle their cost with the provider)",
-        )
 
 
 def checked_amount(field: str, value: object) -> float | None:

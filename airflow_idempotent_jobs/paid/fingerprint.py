@@ -20,36 +20,13 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import IdempotentJobsError
+from .. import _moved
+from ..errors import InvalidRequest
 from ..safe_json import MAX_DEPTH, UnsafeJson, check_depth
 
-__all__ = ["FINGERPRINT_PREFIX", "InvalidRequest", "RequestConflict", "canonical_json", "request_fingerprint"]
+__all__ = ["FINGERPRINT_PREFIX", "canonical_json", "request_fingerprint"]
 
 FINGERPRINT_PREFIX: Final = "sha256:"
-
-
-class InvalidRequest(IdempotentJobsError, ValueError):
-    """A request that has no canonical JSON form (NaN, a non-string key, an object JSON cannot hold)."""
-
-    exit_code = 2
-    retryable = False
-
-
-class RequestConflict(IdempotentJobsError):
-    """The episode's paid submission was made for another request; nothing was sent or resumed."""
-
-    exit_code = 3
-    retryable = False
-
-    def __init__(self, episode_id: str, recorded: str, requested: str) -> None:
-        self.episode_id = episode_id
-        self.recorded = recorded
-        self.requested = requested
-        super().__init__(
-            f"episode {episode_id}: its paid submission was made for request {recorded}, "
-            f"not for this request {requested}; refusing to submit or resume a different request "
-            "(one episode pays for one request: allocate another episode for another request)"
-        )
 
 
 def canonical_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bytes:
@@ -91,3 +68,7 @@ def _string_keys(value: Any) -> None:
                 stack.append(child)
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+def __getattr__(name: str) -> object:
+    return _moved.moved_name(__name__, name)  # names kept one release for old imports: CHANGELOG.md

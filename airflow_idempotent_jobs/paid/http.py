@@ -27,20 +27,11 @@ from urllib.parse import quote
 import httpx
 
 from .. import safe_json
-from ..errors import InvalidConfiguration
+from ..errors import InvalidConfiguration, ProviderError, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
 from ._http_config import DEFAULT_STATE_MAP, HttpProviderConfig, valid_header_name
 from ._redaction import REDACTED, Redactor, secret_forms
 from .backoff import doubling
-from .provider import (
-    ProviderCapabilities,
-    ProviderError,
-    ProviderOutcomeUnknown,
-    ProviderRejected,
-    ProviderUnavailable,
-    RemoteState,
-    RemoteStatus,
-    reported_cost,
-)
+from .provider import ProviderCapabilities, RemoteState, RemoteStatus, reported_cost
 
 __all__ = ["DEFAULT_STATE_MAP", "REDACTED", "HttpPaidProvider", "HttpProviderConfig", "Redactor", "secret_forms"]
 

@@ -33,10 +33,15 @@ from typing import Any, Final
 from ..approval import check_approved
 from ..episode import Decision, Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
-    IdempotentJobsError,
     IllegalTransition,
     InvalidConfiguration,
+    NotReconcilable,
+    ProviderOutcomeUnknown,
+    ProviderRejected,
+    ProviderUnavailable,
+    RequestConflict,
     StoreCorrupted,
+    SubmissionInProgress,
     SubmissionStateUnknown,
 )
 from ..identity import EpisodeId
@@ -44,14 +49,8 @@ from ..stores.base import EpisodeLike, EpisodeStore
 from . import claims
 from .budget import check_budget, checked_amount
 from .claims import DEFAULT_CLAIM_LEASE
-from .fingerprint import RequestConflict, request_fingerprint
-from .provider import (
-    PaidProvider,
-    ProviderOutcomeUnknown,
-    ProviderRejected,
-    ProviderUnavailable,
-    RemoteState,
-)
+from .fingerprint import request_fingerprint
+from .provider import PaidProvider, RemoteState
 from .provider import RemoteStatus as RemoteStatus
 from .results import (
     DEFAULT_RESULT_LIMIT,
@@ -67,31 +66,11 @@ from .results import (
 
 __all__ = [
     "DEFAULT_CLAIM_LEASE",
-    "NotReconcilable",
-    "SubmissionInProgress",
     "SubmissionLedger",
     "idempotency_token",
 ]
 
 _S = SubmissionState
-
-
-class SubmissionInProgress(IdempotentJobsError):
-    """Another live process wrote the ``submitting`` intent and is waiting for the provider; retry later."""
-
-    def __init__(self, episode_id: str, claimed_by: str | None) -> None:
-        self.episode_id = episode_id
-        self.claimed_by = claimed_by
-        super().__init__(f"episode {episode_id}: a submission is in progress in {claimed_by}; retry later")
-
-
-class NotReconcilable(IllegalTransition):
-    """Reconcile applies only to a submission in ``submitting`` (writer gone) or ``unknown``."""
-
-    def __init__(self, episode_id: str, current: str, reason: str) -> None:
-        super().__init__(episode_id, current, "reconciled")
-        self.reason = reason
-        self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
 
 
 def idempotency_token(store_identity: str, episode_id: str) -> str:

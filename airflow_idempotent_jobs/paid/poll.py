@@ -10,30 +10,15 @@ import time
 from collections.abc import Callable
 
 from ..episode import Episode, SubmissionState
-from ..errors import IdempotentJobsError, IllegalTransition
+from ..errors import IllegalTransition, PollTimeout, ProviderOutcomeUnknown, ProviderUnavailable
 from ..identity import EpisodeId
 from ..stores.base import EpisodeLike
 from .backoff import doubling
 from .ledger import SubmissionLedger
-from .provider import PaidProvider, ProviderOutcomeUnknown, ProviderUnavailable
+from .provider import PaidProvider
 from .results import clean_text, redacting, redactor
 
-__all__ = ["PollTimeout", "wait_for_terminal"]
-
-
-class PollTimeout(IdempotentJobsError, TimeoutError):
-    """The remote job did not reach a terminal state in time; the ledger still says ``accepted``."""
-
-    def __init__(self, episode_id: str, timeout: float, last_state: str | None, last_error: str | None) -> None:
-        self.episode_id = episode_id
-        self.timeout = timeout
-        self.last_state = last_state
-        self.last_error = last_error
-        extra = f"; last poll error: {last_error}" if last_error else ""
-        super().__init__(
-            f"episode {episode_id}: remote job not finished after {timeout:g}s "
-            f"(last remote state {last_state or 'unknown'}){extra}; polling again later is safe"
-        )
+__all__ = ["wait_for_terminal"]
 
 
 def wait_for_terminal(

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from ..episode import OmittedResult
+from ..errors import ProviderError
 from ..safe_json import MAX_DEPTH, UnsafeJson, check_depth, loads
 from .fingerprint import canonical_json
-from .provider import ProviderError
 
 __all__ = [
     "DEFAULT_RESULT_LIMIT",

@@ -10,14 +10,8 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from ..paid.provider import (
-    ProviderCapabilities,
-    ProviderError,
-    ProviderOutcomeUnknown,
-    ProviderRejected,
-    ProviderUnavailable,
-    RemoteStatus,
-)
+from ..errors import ProviderError, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
+from ..paid.provider import ProviderCapabilities, RemoteStatus
 from ._calls import Outcome
 from ._plan import PaidRoutes
 from .fault_proxy import Exchange, Fault

@@ -6,7 +6,7 @@ The provider is re-created here from serialisable data: the hook's class path an
 connection id (`hooks.paid_provider`), built with the hook's ``aget_provider``. A provider with
 an ``astatus`` coroutine is polled on the event loop; any other has its ``status`` run in a
 worker thread, so no provider blocks the loop.
-Its event (`paid.provider.encode_status_event`) is a row in Airflow's database: the result in it is
+Its event (`paid.trigger_event.encode_status_event`) is a row in Airflow's database: the result in it is
 bounded (``max_result_bytes``), error texts are redacted by the provider and bounded, and a cost
 JSON cannot hold (NaN, infinity) travels as text for the ledger to record as an anomaly.
 """
@@ -98,14 +98,10 @@ class PaidJobTrigger(BaseTrigger):
         return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from ..errors import ProviderOutcomeUnknown, ProviderUnavailable
         from ..paid.backoff import doubling
-        from ..paid.provider import (
-            ProviderOutcomeUnknown,
-            ProviderUnavailable,
-            encode_error_event,
-            encode_status_event,
-        )
         from ..paid.results import clean_text, redactor
+        from ..paid.trigger_event import encode_error_event, encode_status_event
 
         try:
             provider = await self._provider()

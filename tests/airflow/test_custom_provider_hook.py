@@ -30,7 +30,7 @@ from airflow_idempotent_jobs.hooks.paid_provider import (
     resolve_provider_hook,
 )
 from airflow_idempotent_jobs.paid import ProviderError, RemoteState, RemoteStatus, SubmissionLedger
-from airflow_idempotent_jobs.paid.provider import decode_event, encode_error_event, encode_status_event
+from airflow_idempotent_jobs.paid.trigger_event import decode_event, encode_error_event, encode_status_event
 from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
 from tests.paid.test_custom_provider import JobClientProvider

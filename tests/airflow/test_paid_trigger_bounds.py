@@ -98,7 +98,7 @@ def test_the_operators_default_bound_is_the_ledgers() -> None:
     import inspect
 
     from airflow_idempotent_jobs.operators import PaidGenerationOperator
-    from airflow_idempotent_jobs.paid import DEFAULT_RESULT_LIMIT
+    from airflow_idempotent_jobs.paid.results import DEFAULT_RESULT_LIMIT
 
     default = inspect.signature(PaidGenerationOperator.__init__).parameters["max_result_bytes"].default
     assert default == DEFAULT_RESULT_LIMIT

@@ -20,13 +20,8 @@ from airflow.sdk import DAG, task
 from airflow_idempotent_jobs.hooks.paid_provider import PaidProviderHook
 from airflow_idempotent_jobs.operators import PaidGenerationOperator
 from airflow_idempotent_jobs.operators._common import AirflowFailException
-from airflow_idempotent_jobs.paid.provider import (
-    PaidProvider,
-    RemoteState,
-    RemoteStatus,
-    encode_error_event,
-    encode_status_event,
-)
+from airflow_idempotent_jobs.paid.provider import PaidProvider, RemoteState, RemoteStatus
+from airflow_idempotent_jobs.paid.trigger_event import encode_error_event, encode_status_event
 from airflow_idempotent_jobs.stores import open_store
 
 pytestmark = pytest.mark.airflow

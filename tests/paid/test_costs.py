@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import BudgetExceeded, EpisodeStore, SubmissionState
-from airflow_idempotent_jobs.errors import InvalidConfiguration
-from airflow_idempotent_jobs.paid import BudgetUnknowable, SubmissionLedger, wait_for_terminal
+from airflow_idempotent_jobs.errors import BudgetUnknowable, InvalidConfiguration
+from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
 from tests.backends import FileBackend
 from tests.paid.raw_provider import RawProvider
 from tests.paid.support import run_cli

@@ -16,17 +16,16 @@ import pytest
 
 from airflow_idempotent_jobs import EpisodeStore, SubmissionState, SubmissionStateUnknown, safe_json
 from airflow_idempotent_jobs.paid import (
-    DEFAULT_RESULT_LIMIT,
     NotReconcilable,
     ProviderCapabilities,
     RemoteState,
     RemoteStatus,
     SubmissionLedger,
-    bound_result,
     idempotency_token,
     wait_for_terminal,
 )
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
+from airflow_idempotent_jobs.paid.results import DEFAULT_RESULT_LIMIT, bound_result
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.backends import Backend, FileBackend
 from tests.paid.raw_provider import RawProvider
