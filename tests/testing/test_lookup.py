@@ -21,7 +21,7 @@ import pytest
 from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderCapabilities, ProviderOutcomeUnknown
 from airflow_idempotent_jobs.testing.conformance import FaultPlan, assert_conformant, check_adapter
 from airflow_idempotent_jobs.testing.server import ProviderServer
-from tests.test_conformance_kit import (
+from tests.testing.test_kit import (
     CROSS_PROCESS_FIND,
     CROSS_RESUBMIT,
     HOLD,
