@@ -80,9 +80,29 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
     dags.mkdir()
     copy_dags(dags, [source for source in DAG_SOURCES if source.exists()])
     af = AirflowHome(home, dags, airflow_env(home, dags))
-    done = af.airflow("db", "migrate", timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    shutil.copy(migrated_database(tmp_path_factory), home / "airflow.db")
     return af
+
+
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite metadata database for the whole run, made by whichever pytest-xdist
+    worker asks first (the others wait on the lock, then copy it): migrating costs each a minute."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    template = shared / "airflow-template.db"
+    with FileLock(str(shared / "airflow-template.lock")):
+        if not template.exists():
+            build = Path(tempfile.mkdtemp(prefix="airflow-template-", dir=shared))
+            (build / "dags").mkdir()
+            done = AirflowHome(build, build / "dags", airflow_env(build, build / "dags")).airflow(
+                "db", "migrate", timeout=300
+            )
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+            os.replace(build / "airflow.db", template)  # whole or not at all: a worker may die mid-way
+    return template
 
 
 @dataclass
