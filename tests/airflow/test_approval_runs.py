@@ -19,14 +19,8 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import (
-    REPO,
-    home_on_migrated_db,
-    observed,
-    provider_server_process,
-    run_scenario_process,
-)
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -39,24 +33,14 @@ EXAMPLES = [
 
 @pytest.fixture(scope="session")
 def approval_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("approval-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_approval", *EXAMPLES])
+    where = scenario_home(airflow_home.home, tmp_path_factory, "approval-home", [HERE / "dags_approval", *EXAMPLES])
     token = "approval-provider-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-            "IJ_PROVIDER_URL": url,
-            "IJ_PROVIDER_TOKEN": token,
-            "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-            "AIRFLOW_CONN_IJ_PROVIDER": json.dumps(server_connection(url, token)),
-            "AIRFLOW_CONN_IJA_PROVIDER": json.dumps(server_connection(url, token)),
-            "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token)),
-        }
-        results = run_scenario_process("tests.airflow.approval_scenarios", env, work, timeout=560)
-    results["_db"] = str(home / "airflow.db")
+        conn = server_connection(url, token)
+        connections = {"ij_provider": conn, "ija_provider": conn, "media_provider": conn}
+        env = where.env(provider=(url, token), spy_secrets=True, connections=connections)
+        results = where.run("tests.airflow.approval_scenarios", env, timeout=560)
+    results["_db"] = str(where.home / "airflow.db")
     yield results
 
 

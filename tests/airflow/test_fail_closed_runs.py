@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import fresh_pg_database, home_on_migrated_db, observed, run_scenario_process
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import fresh_pg_database, observed, scenario_home
 from tests.airflow.scenario_process import ti as task_instance
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
@@ -43,17 +43,13 @@ def fail_closed_results(
     airflow_home: AirflowHome, fail_closed_pg: str | None, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """Every scenario of fail_closed_scenarios.py, in one process, with CeleryExecutor configured."""
-    home = tmp_path_factory.mktemp("fail-closed-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_fail_closed"])
-    conn_store = work / "conn-store"
-    env = {
-        **airflow_env(home, dags),
-        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "IJG_CONN_STORE": str(conn_store),
-        "AIRFLOW_CONN_IJG_FILE_STORE": json.dumps({"conn_type": "idempotent_jobs_store", "host": str(conn_store)}),
-    }
+    where = scenario_home(airflow_home.home, tmp_path_factory, "fail-closed-home", [HERE / "dags_fail_closed"])
+    conn_store = where.work / "conn-store"
+    env = where.env(
+        connections={"ijg_file_store": {"conn_type": "idempotent_jobs_store", "host": str(conn_store)}},
+        AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
+        IJG_CONN_STORE=str(conn_store),
+    )
     if fail_closed_pg is not None:
         parts = urlsplit(fail_closed_pg)
         hostport = f"{parts.hostname}:{parts.port or 5432}"
@@ -80,7 +76,7 @@ def fail_closed_results(
                 }
             ),
         )
-    return run_scenario_process("tests.airflow.fail_closed_scenarios", env, work, timeout=360)
+    return where.run("tests.airflow.fail_closed_scenarios", env, timeout=360)
 
 
 def ti(run: dict[str, Any], task_id: str, map_index: int = -1) -> tuple[str, int]:
