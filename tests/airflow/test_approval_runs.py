@@ -1,4 +1,4 @@
-"""The approval gate under real ``dag.test()`` runs (issue 11): `ApproveEpisodeOperator` and
+"""The approval gate under real ``dag.test()`` runs: `ApproveEpisodeOperator` and
 ``require_approval`` on the paid step, against the provider server in its own process.
 
 Every scenario runs once in one process (``approval_scenarios.py``) on a copy of the session's
@@ -88,7 +88,7 @@ def paid_once(provider: dict[str, Any], episode: dict[str, Any]) -> None:
     assert provider["submissions_per_token"][job["token"]] == 1
 
 
-# -- bad ids --------------------------------------------------------------------------------------
+# -- bad ids ---------------------------------------------------------------------------------------
 def test_unknown_and_malformed_ids_fail_on_try_1_without_a_question(approval_runs: dict[str, Any]) -> None:
     run = scenario(approval_runs, "bad_ids")["run"]
     assert states(run) == {"unknown": ("failed", 1), "malformed": ("failed", 1)}  # retries=2 unused
@@ -102,7 +102,7 @@ def test_unknown_and_malformed_ids_fail_on_try_1_without_a_question(approval_run
         assert observed(run, "ended", task_id) == []  # never parked
 
 
-# -- decided beforehand ---------------------------------------------------------------------------
+# -- decided beforehand ----------------------------------------------------------------------------
 def test_a_decision_recorded_beforehand_is_returned_without_asking(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "decided_beforehand")
     assert result["cli"]["code"] == 0, result["cli"]["stderr"]
@@ -153,7 +153,7 @@ def test_a_rejection_recorded_beforehand_skips_the_paid_step_without_asking(appr
     assert failed["message"] == f"approve: episode {episode['episode_id']} was rejected by erin"
 
 
-# -- a person answers -----------------------------------------------------------------------------
+# -- a person answers ------------------------------------------------------------------------------
 def test_an_approval_is_asked_once_recorded_with_its_answerer_and_paid_once(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "answered")
     run = result["approved"]
@@ -239,7 +239,7 @@ def test_an_answer_contradicting_a_decision_recorded_meanwhile_fails_without_ret
     assert paid_jobs(result["provider"], run["episode"]) == []
 
 
-# -- timeouts -------------------------------------------------------------------------------------
+# -- timeouts --------------------------------------------------------------------------------------
 def test_a_timeout_with_the_reject_default_skips_this_run_and_records_nothing(approval_runs: dict[str, Any]) -> None:
     run = scenario(approval_runs, "timeouts")["reject"]
     assert run["responder"] == {"acted": True, "error": None}
@@ -258,7 +258,7 @@ def test_a_timeout_without_defaults_fails_and_records_nothing(approval_runs: dic
     assert run["episode"]["approval"]["decision"] is None
 
 
-# -- require_approval on the paid step ------------------------------------------------------------
+# -- require_approval on the paid step -------------------------------------------------------------
 def test_require_approval_refuses_before_any_connection_lookup(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "required")
     for name, reason in (("undecided", "no decision is recorded"), ("rejected", "it was rejected by gina at ")):
@@ -280,7 +280,7 @@ def test_require_approval_refuses_before_any_connection_lookup(approval_runs: di
         assert result["provider"]["submissions_per_token"][submission["token"]] == 1
 
 
-# -- the example DAGs with the gate on ------------------------------------------------------------
+# -- the example DAGs with the gate on -------------------------------------------------------------
 def test_the_example_dags_gate_asks_then_pays_once_or_skips(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "examples_gated")
     classic, taskflow = result["weekly_media_pipeline"], result["weekly_media_pipeline_taskflow"]

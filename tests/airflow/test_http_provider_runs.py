@@ -42,8 +42,8 @@ BAD_VALUES = {
 def plain_uri(url: str) -> str:
     """The issue's connection: a URI whose only setting besides the JSON paths is ``tokens_honoured=false``.
 
-    (``server_connection_uri`` also writes numbers and mappings, which the old code could not read
-    from a URI at all; the base URL goes in the extra, as the old code dropped a URI host's port.)
+    (``server_connection_uri`` also writes numbers and mappings, which a URI must carry as JSON in
+    the extra; the base URL goes in the extra too, so that a URI host's port cannot be dropped.)
     """
     extra = {
         "base_url": url,

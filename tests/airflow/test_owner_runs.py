@@ -1,4 +1,4 @@
-"""Issue 19 item 9 under real Airflow: the allocating task instance is recorded, and the page uses it.
+"""Under real Airflow: the allocating task instance is recorded, and the page uses it.
 
 ``ijo_victim`` allocates (a plain task, a mapped one, one retried after a crash); ``ijo_mimic``
 names the victim in its keys. The page's rule (`ui.auth.Access` over `VisibleStore`, the read

@@ -1,4 +1,4 @@
-"""``request=`` must be a JSON object (issue 19 item 12), under real ``dag.test()`` runs.
+"""``request=`` must be a JSON object, under real ``dag.test()`` runs.
 
 Text (a template that rendered the dict's text, JSON text), ``None``, an omitted request, a list,
 a number or a boolean fails the paid task on its first try (two retries configured), naming

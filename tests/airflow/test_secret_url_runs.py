@@ -1,5 +1,5 @@
 """Hostile store URLs under real Airflow: no part of the password in any failure, log line,
-rendered field or XCom (issue 19, item 5).
+rendered field or XCom.
 
 Every URL of `tests.hostile_store_urls.HOSTILE` is rendered into ``store=`` from a Variable; some
 are also the deployment's ``[idempotent_jobs] store``; two reach the store through Connections.

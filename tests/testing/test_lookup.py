@@ -1,4 +1,4 @@
-"""The conformance kit against lookups and idempotent tokens that lie where the kit used not to look.
+"""The conformance kit against lookups and idempotent tokens that lie where a one-process kit cannot see.
 
 The ledger's retry runs in a fresh process, so a lookup that answers from its own process's memory
 (on the object, its class or its module) looks right in one process and pays twice in the next:
