@@ -230,8 +230,8 @@ def test_a_store_down_missing_then_back_is_503_until_it_is_there_and_never_creat
 
 @pytest.mark.parametrize("name", ["at", "question", "ambiguous-host"])
 def test_a_store_password_with_reserved_marks_never_shows_in_the_503(ui: UiDeployment, name: str) -> None:
-    """Issue 19 item 5 on a real api-server: ``ij:SE@CRET@host`` used to show ``CRET...@127.0.0.1``
-    to every user, ``ij:?SECRET@host`` its password to store-wide users."""
+    """Hostile store URLs on a real api-server: ``ij:SE@CRET@host`` must not show ``CRET...@127.0.0.1``
+    to any user, nor ``ij:?SECRET@host`` its password to store-wide users."""
     from tests.hostile_store_urls import HOSTILE, leaked
 
     (hostile,) = [h for h in HOSTILE if h.name == name]
@@ -343,7 +343,7 @@ def _q(part: str) -> str:
 def test_a_dag_whose_key_names_another_teams_dag_stays_on_its_own_teams_page(
     ui: UiDeployment, tokens: dict[str, str]
 ) -> None:
-    """Issue 19 item 9 on a real scheduler: the owner is the allocating task instance, never the key."""
+    """On a real scheduler: the owner is the allocating task instance, never the key."""
     rest = AirflowRest(ui.api_url, ADMIN, ui.passwords[ADMIN], token=tokens[ADMIN])
 
     def run(dag_id: str, when: str, conf: dict[str, str]) -> tuple[str, str]:
@@ -410,7 +410,7 @@ def _damage(ui: UiDeployment, episode_id: str) -> contextlib.AbstractContextMana
 def test_a_damaged_record_is_404_to_viewers_and_named_to_store_wide_users_the_week_still_shown(
     ui: UiDeployment, facts: Seeded, tokens: dict[str, str]
 ) -> None:
-    """Issue 19 item 10: no existence oracle, and one damaged record no longer hides its week from anyone."""
+    """No existence oracle, and one damaged record does not hide its week from anyone."""
     damaged = next(eid for eid in facts.by_dag[BETA] if eid.startswith(facts.current))
     missing = f"{facts.current}-999"
     week = f"/idempotent-jobs/api/weeks/{facts.current}"

@@ -1,4 +1,4 @@
-"""Store URLs whose password holds characters a URL reserves (issue 19, item 5), and the leak check.
+"""Store URLs whose password holds characters a URL reserves, and the leak check.
 
 Shared by the command's tests, the Airflow runs and the page's tests. ``{where}`` is the part after
 the password: a host, a port and a database. Each password is built from pieces of at least four

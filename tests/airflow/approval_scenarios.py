@@ -14,7 +14,6 @@ HTTP layer itself is the e2e suite's (e2e/approval.py, a real api-server).
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import os
 import subprocess
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, provider_admin, run_dag, utc
+from tests.airflow.scenario_process import Result, Scenarios, provider, run_dag, secrets_lookups, utc
 
 scenario = Scenarios()
 STORE = Path(os.environ.get("IJ_STORES", ".")) / "ija"
@@ -35,14 +34,7 @@ ALICE = {"id": "alice-id", "name": "alice"}
 
 
 def provider_stats() -> Any:
-    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], "GET", "/_admin/stats")
-
-
-def secrets_lookups() -> list[dict[str, Any]]:
-    path = Path(os.environ["IJ_SECRETS_LOG"])
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return provider("GET", "/_admin/stats")
 
 
 def allocate(key: str) -> str:

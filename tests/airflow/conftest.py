@@ -21,10 +21,11 @@ import pytest
 
 from tests.airflow.scenario_process import (
     REPO,
+    ScenarioHome,
+    airflow_env,
     copy_dags,
     fresh_pg_database,
     provider_server_process,
-    run_scenario_process,
 )
 
 # Airflow reads AIRFLOW_HOME when it is first imported: keep this pytest process (the in-process
@@ -58,19 +59,6 @@ class AirflowHome:
             timeout=timeout,
             cwd=self.home,
         )
-
-
-def airflow_env(home: Path, dags: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    )
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -157,23 +145,21 @@ def scenario_results(
 ) -> Iterator[dict[str, Any]]:
     """Every scenario of scenarios.py, run once in one process; tests assert on parts of it."""
     work = tmp_path_factory.mktemp("scenarios")
-    env = {
-        **airflow_home.env,
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-        "IJ_PROVIDER_URL": provider_server.url,
-        "IJ_PROVIDER_TOKEN": provider_server.token,
-        "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-        "AIRFLOW_CONN_IJ_PROVIDER": provider_server.connection(),
-        "AIRFLOW_CONN_IJ_PROVIDER_PLAIN": provider_server.connection(tokens_honoured=False, lookup_path=None),
-        "AIRFLOW_CONN_IJ_PROVIDER_BAD_CONFIG": provider_server.connection(no_such_option=1),
-        "AIRFLOW_CONN_MEDIA_PROVIDER": provider_server.connection(),
-    }
+    where = ScenarioHome(airflow_home.home, airflow_home.dags, work)
+    env = where.env(
+        provider=(provider_server.url, provider_server.token),
+        spy_secrets=True,
+        connections={
+            "ij_provider": provider_server.connection(),
+            "ij_provider_plain": provider_server.connection(tokens_honoured=False, lookup_path=None),
+            "ij_provider_bad_config": provider_server.connection(no_such_option=1),
+            "media_provider": provider_server.connection(),
+        },
+    )
     if scenario_pg_database is not None:
         env["IJ_PG_URL"] = scenario_pg_database
         env["AIRFLOW_CONN_IJ_PG_STORE"] = postgres_connection(scenario_pg_database)
-    yield run_scenario_process("tests.airflow.scenarios", env, work, timeout=300)
+    yield where.run("tests.airflow.scenarios", env, timeout=300)
 
 
 def scenario(results: dict[str, Any], name: str) -> dict[str, Any]:

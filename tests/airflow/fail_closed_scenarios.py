@@ -53,7 +53,7 @@ def rendered_fields(run: Result, dag_id: str) -> dict[str, Any]:
         return {f"{row.task_id}[{row.map_index}]": dict(row.rendered_fields) for row in rows}
 
 
-# -- issue 14 item 2 ------------------------------------------------------------------------------
+# -- which store, under an executor that runs tasks on several hosts -------------------------------
 @scenario
 def default_store(bag: Any) -> Result:
     """No store anywhere under CeleryExecutor; then each deployment setting; then explicit ones."""
@@ -107,7 +107,7 @@ def zones(bag: Any) -> Result:
     }
 
 
-# -- issue 14 item 4 ------------------------------------------------------------------------------
+# -- templates that render "None", "", "null" ------------------------------------------------------
 @scenario
 def templates(bag: Any) -> Result:
     """Two runs in one week with no conf: every template renders None (or blank) both times."""
@@ -126,7 +126,7 @@ def mapped_key(bag: Any) -> Result:
     }
 
 
-# -- issue 14 item 9 ------------------------------------------------------------------------------
+# -- a store URL whose password comes from a Variable ----------------------------------------------
 @scenario
 def secret_store(bag: Any) -> Result:
     if not os.environ.get("IJG_PG_URL"):
@@ -139,14 +139,14 @@ def secret_store(bag: Any) -> Result:
     }
 
 
-# -- issue 14 item 10 -----------------------------------------------------------------------------
+# -- the check operator fed by a mapped allocation -------------------------------------------------
 @scenario
 def check_mapped(bag: Any) -> Result:
     run = run_dag(bag, "ijg_check_mapped", logical_date=utc(2026, 8, 3, 6))
     return {"run": run, "store": store_contents(dag_store("ijg_check_mapped"))}
 
 
-# -- issue 14 item 11 -----------------------------------------------------------------------------
+# -- the longest ids Airflow allows ----------------------------------------------------------------
 @scenario
 def long_ids(bag: Any) -> Result:
     first = run_dag(bag, LONG_DAG_ID, logical_date=utc(2026, 8, 3, 6))

@@ -13,7 +13,15 @@ import socket
 import sys
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import (
+    Result,
+    Scenarios,
+    dag_store,
+    provider,
+    run_dag,
+    store_contents,
+    utc,
+)
 
 scenario = Scenarios()
 MONDAY = utc(2026, 8, 3, 6)
@@ -24,10 +32,6 @@ def marker(name: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         line = f"ijm.marker.{os.environ.get('IJM_MARKER_PREFIX', '')}{name}:1|c"
         sock.sendto(line.encode(), ("127.0.0.1", int(os.environ["IJM_STATSD_PORT"])))
-
-
-def provider(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    return provider_admin(os.environ["IJM_PROVIDER_URL"], os.environ["IJM_PROVIDER_TOKEN"], method, path, body)
 
 
 def measured(name: str, bag: Any, dag_id: str, **kwargs: Any) -> Result:

@@ -1,4 +1,4 @@
-"""Issue 19 item 9 under real ``dag.test()`` runs, in ONE process (see scenario_process.py).
+"""Under real ``dag.test()`` runs, in ONE process (see scenario_process.py).
 
 Started by ``test_owner_runs.py`` with a DAGs folder holding only ``dags_owner/``; every DAG writes
 to the one store ``IJO_STORE``.

@@ -8,35 +8,35 @@ provider's counters and the store are read before and after it.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import (
+    Result,
+    Scenarios,
+    dag_store,
+    provider,
+    run_dag,
+    secrets_lookups,
+    store_contents,
+    utc,
+)
 
 scenario = Scenarios()
 
 
-def lookups() -> list[dict[str, Any]]:
-    path = Path(os.environ["IJ_SECRETS_LOG"])
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def provider_stats() -> Any:
-    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], "GET", "/_admin/stats")
+    return provider("GET", "/_admin/stats")
 
 
 def observed_run(bag: Any, dag_id: str, **kwargs: Any) -> Result:
-    before, stats = len(lookups()), provider_stats()  # the server is the session's: count this run only
+    before, stats = len(secrets_lookups()), provider_stats()  # the server is the session's: count this run only
     run = run_dag(bag, dag_id, logical_date=utc(2026, 8, 3, 6), **kwargs)
     after = provider_stats()
     new_jobs = [job for ref, job in after["jobs"].items() if ref not in stats["jobs"]]
     return {
         "run": run,
-        "lookups": lookups()[before:],
+        "lookups": secrets_lookups()[before:],
         "submissions": after["submissions"] - stats["submissions"],
         "requests_sent": sorted((job["request"] for job in new_jobs), key=json.dumps),
     }

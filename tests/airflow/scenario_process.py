@@ -5,10 +5,12 @@
 scenarios: they run once, in one process, and the tests assert on the JSON it writes.
 
 - In the scenario process: `Scenarios` (registers a runner's scenarios and runs them), `run_dag`,
-  `store_contents`, `dag_store`, `utc`, `provider_admin`.
-- In pytest: `run_scenario_process` (starts a runner once and checks its results),
-  `home_on_migrated_db`, `copy_dags`, `fresh_pg_database`, `provider_server_process`, and
-  `observed` / `ti` to read a run's results.
+  `store_contents`, `dag_store`, `utc`, `provider_admin`, `provider` (the runner's provider server),
+  `secrets_lookups` (what the spy secrets backend was asked).
+- In pytest: `scenario_home` (a home on a copy of the migrated database, with its DAG files) whose
+  `env` builds the runner's environment (connections, the provider server, the spy secrets backend)
+  and whose `run` starts the runner once and checks its results; `airflow_env`, `copy_dags`,
+  `fresh_pg_database`, `provider_server_process`, and `observed` / `ti` to read a run's results.
 
 Module level imports only the standard library: the scenario process imports this before Airflow.
 """
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +34,28 @@ from tests.server_process import server_process
 __all__ = [
     "REPO",
     "Result",
+    "ScenarioHome",
     "Scenarios",
+    "airflow_env",
     "copy_dags",
     "dag_store",
     "fresh_pg_database",
     "home_on_migrated_db",
     "observed",
+    "provider",
     "provider_admin",
     "provider_server_process",
     "run_dag",
     "run_scenario_process",
+    "scenario_home",
+    "secrets_lookups",
     "store_contents",
     "ti",
     "utc",
 ]
+
+#: The spy secrets backend (tests/airflow/recording_secrets.py): it logs each lookup to IJ_SECRETS_LOG.
+SPY_SECRETS_BACKEND = "tests.airflow.recording_secrets.RecordingSecretsBackend"
 
 REPO = Path(__file__).resolve().parents[2]
 Result = dict[str, Any]
@@ -142,6 +153,19 @@ def provider_admin(url: str, token: str, method: str, path: str, body: Mapping[s
     return response.json()
 
 
+def provider(method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    """The runner's provider server's admin API (counters, behaviour switches): IJ_PROVIDER_URL/TOKEN."""
+    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], method, path, body)
+
+
+def secrets_lookups() -> list[dict[str, Any]]:
+    """Every lookup the spy secrets backend logged so far (``ScenarioHome.env(spy_secrets=True)``)."""
+    path = Path(os.environ["IJ_SECRETS_LOG"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 # -- pytest: starting a runner ------------------------------------------------------------------
 def copy_dags(dags: Path, sources: Iterable[Path]) -> None:
     """DAG files into the DAGs folder; a folder's files are copied whole."""
@@ -161,6 +185,65 @@ def home_on_migrated_db(migrated_home: Path, home: Path, dag_sources: Iterable[P
     copy_dags(dags, dag_sources)
     work.mkdir()
     return dags, work
+
+
+def airflow_env(home: Path, dags: Path) -> dict[str, str]:
+    """This process's environment without any Airflow setting, plus a home on SQLite and its DAGs folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    return env
+
+
+@dataclass(frozen=True)
+class ScenarioHome:
+    """One runner's Airflow home: a copy of the migrated database, its DAG files, a work folder."""
+
+    home: Path
+    dags: Path
+    work: Path
+
+    def env(
+        self,
+        *,
+        provider: tuple[str, str] | None = None,
+        spy_secrets: bool = False,
+        connections: Mapping[str, object] | None = None,
+        **extra: str,
+    ) -> dict[str, str]:
+        """The runner's environment: Airflow on this home, IJ_STORES and IJ_OBSERVATIONS under the work
+        folder; a provider server's (url, token) as IJ_PROVIDER_URL/TOKEN; the spy secrets backend;
+        ``connections`` by conn id (a dict becomes its JSON form); then ``extra`` as given."""
+        env = {
+            **airflow_env(self.home, self.dags),
+            "IJ_STORES": str(self.work / "stores"),
+            "IJ_OBSERVATIONS": str(self.work / "observations.jsonl"),
+        }
+        if provider is not None:
+            env.update(IJ_PROVIDER_URL=provider[0], IJ_PROVIDER_TOKEN=provider[1])
+        if spy_secrets:
+            env.update(IJ_SECRETS_LOG=str(self.work / "secrets.jsonl"), AIRFLOW__SECRETS__BACKEND=SPY_SECRETS_BACKEND)
+        for conn_id, value in (connections or {}).items():
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+        env.update(extra)
+        return env
+
+    def run(self, module: str, env: Mapping[str, str], *, timeout: float) -> Result:
+        """The runner ``module``, once, in its own process (see `run_scenario_process`)."""
+        return run_scenario_process(module, env, self.work, timeout=timeout)
+
+
+def scenario_home(migrated_home: Path, tmp_path_factory: Any, name: str, dag_sources: Iterable[Path]) -> ScenarioHome:
+    """A new home named ``name`` on a copy of ``migrated_home``'s database, holding ``dag_sources``."""
+    home = tmp_path_factory.mktemp(name)
+    dags, work = home_on_migrated_db(migrated_home, home, dag_sources)
+    return ScenarioHome(home, dags, work)
 
 
 def run_scenario_process(module: str, env: Mapping[str, str], work: Path, *, timeout: float) -> Result:

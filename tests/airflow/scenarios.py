@@ -15,7 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import (
+    Result,
+    Scenarios,
+    dag_store,
+    provider,
+    run_dag,
+    secrets_lookups,
+    store_contents,
+    utc,
+)
 
 scenario = Scenarios()
 
@@ -78,18 +87,6 @@ def pg_store(bag: Any) -> Result:
 
 
 # -- paid generation against the provider server ------------------------------------------------
-def provider(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """The session's provider server's admin API (counters, behaviour switches)."""
-    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], method, path, body)
-
-
-def secrets_lookups() -> list[dict[str, Any]]:
-    path = Path(os.environ["IJ_SECRETS_LOG"])
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def paid_run(bag: Any, dag_id: str, **kwargs: Any) -> Result:
     before = len(secrets_lookups())
     run = run_dag(bag, dag_id, **kwargs)

@@ -1,4 +1,4 @@
-"""Hostile store URLs under real ``dag.test()`` runs, in ONE process (issue 19, item 5).
+"""Hostile store URLs under real ``dag.test()`` runs, in ONE process.
 
 Started by ``test_secret_url_runs.py`` with a DAGs folder holding only ``dags_secret_urls/``. Each
 scenario returns what a user of Airflow could see of a run: the task instances, the message each

@@ -14,7 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import (
+    Result,
+    Scenarios,
+    dag_store,
+    provider,
+    run_dag,
+    secrets_lookups,
+    store_contents,
+    utc,
+)
 
 scenario = Scenarios()
 
@@ -23,17 +32,6 @@ NORMAL: dict[str, Any] = {"honour_tokens": True, "lookup": True, "fault": None, 
 #: A server that ignores idempotency tokens (a second submission would be a second job) and loses
 #: the answer to the next submission after creating its job.
 LOST_ANSWER_NO_DEDUP: dict[str, Any] = {"honour_tokens": False, "lookup": True, "fault": "drop_after_accept"}
-
-
-def provider(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    return provider_admin(os.environ["IJ_PROVIDER_URL"], os.environ["IJ_PROVIDER_TOKEN"], method, path, body)
-
-
-def secrets_lookups() -> list[dict[str, Any]]:
-    path = Path(os.environ["IJ_SECRETS_LOG"])
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def xcoms(dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:

@@ -32,10 +32,9 @@ from tests.airflow.scenario_process import (
     Result,
     Scenarios,
     dag_store,
-    home_on_migrated_db,
     provider_admin,
     run_dag,
-    run_scenario_process,
+    scenario_home,
     store_contents,
     ti,
     utc,
@@ -98,23 +97,19 @@ def http_connection(url: str) -> str:
 
 @pytest.fixture(scope="session")
 def style_runs(airflow_home: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from tests.airflow.conftest import airflow_env
-
-    home = tmp_path_factory.mktemp("api-style-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags" / "api_style_dags.py"])
+    where = scenario_home(airflow_home.home, tmp_path_factory, "api-style-home", [HERE / "dags" / "api_style_dags.py"])
     options = ("--token", TOKEN, "--echo-token", "--polls-to-finish", "2")
     with api_process("prediction_api", *options) as prediction_url, api_process("batch_api", *options) as batch_url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJS_TOKEN": TOKEN,
-            "IJS_PREDICTION_URL": prediction_url,
-            "IJS_BATCH_URL": batch_url,
-            "AIRFLOW_CONN_IJ_PREDICTION_API": http_connection(prediction_url),
-            "AIRFLOW_CONN_IJ_BATCH_API": http_connection(batch_url),
-        }
-        yield run_scenario_process("tests.airflow.test_api_style_runs", env, work, timeout=540)
+        env = where.env(
+            connections={
+                "ij_prediction_api": http_connection(prediction_url),
+                "ij_batch_api": http_connection(batch_url),
+            },
+            IJS_TOKEN=TOKEN,
+            IJS_PREDICTION_URL=prediction_url,
+            IJS_BATCH_URL=batch_url,
+        )
+        yield where.run("tests.airflow.test_api_style_runs", env, timeout=540)
 
 
 def finished(results: dict[str, Any], name: str, tries: int) -> tuple[dict[str, Any], dict[str, Any]]:

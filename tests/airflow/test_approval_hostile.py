@@ -10,7 +10,6 @@ undecided episode when ``approve`` was marked success by hand with the gate on; 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,8 @@ import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
 from tests.airflow.approval_hostile_scenarios import MEGABYTE
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, provider_server_process, run_scenario_process
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import provider_server_process, scenario_home
 from tests.airflow.test_approval_runs import EXAMPLES, HERE, hitl_rows, paid_jobs, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -29,23 +28,17 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def hostile_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("approval-hostile-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_approval", *EXAMPLES])
+    where = scenario_home(
+        airflow_home.home, tmp_path_factory, "approval-hostile-home", [HERE / "dags_approval", *EXAMPLES]
+    )
     token = "approval-hostile-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-            "IJ_PROVIDER_URL": url,
-            "IJ_PROVIDER_TOKEN": token,
-            "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-            "AIRFLOW_CONN_IJ_PROVIDER": json.dumps(server_connection(url, token)),
-            "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token)),
-        }
-        results = run_scenario_process("tests.airflow.approval_hostile_scenarios", env, work, timeout=560)
-    results["_db"] = str(home / "airflow.db")
+        conn = server_connection(url, token)
+        env = where.env(
+            provider=(url, token), spy_secrets=True, connections={"ij_provider": conn, "media_provider": conn}
+        )
+        results = where.run("tests.airflow.approval_hostile_scenarios", env, timeout=560)
+    results["_db"] = str(where.home / "airflow.db")
     yield results
 
 

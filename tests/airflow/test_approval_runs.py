@@ -1,4 +1,4 @@
-"""The approval gate under real ``dag.test()`` runs (issue 11): `ApproveEpisodeOperator` and
+"""The approval gate under real ``dag.test()`` runs: `ApproveEpisodeOperator` and
 ``require_approval`` on the paid step, against the provider server in its own process.
 
 Every scenario runs once in one process (``approval_scenarios.py``) on a copy of the session's
@@ -19,14 +19,8 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import (
-    REPO,
-    home_on_migrated_db,
-    observed,
-    provider_server_process,
-    run_scenario_process,
-)
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -39,24 +33,14 @@ EXAMPLES = [
 
 @pytest.fixture(scope="session")
 def approval_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("approval-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_approval", *EXAMPLES])
+    where = scenario_home(airflow_home.home, tmp_path_factory, "approval-home", [HERE / "dags_approval", *EXAMPLES])
     token = "approval-provider-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-            "IJ_PROVIDER_URL": url,
-            "IJ_PROVIDER_TOKEN": token,
-            "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-            "AIRFLOW_CONN_IJ_PROVIDER": json.dumps(server_connection(url, token)),
-            "AIRFLOW_CONN_IJA_PROVIDER": json.dumps(server_connection(url, token)),
-            "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token)),
-        }
-        results = run_scenario_process("tests.airflow.approval_scenarios", env, work, timeout=560)
-    results["_db"] = str(home / "airflow.db")
+        conn = server_connection(url, token)
+        connections = {"ij_provider": conn, "ija_provider": conn, "media_provider": conn}
+        env = where.env(provider=(url, token), spy_secrets=True, connections=connections)
+        results = where.run("tests.airflow.approval_scenarios", env, timeout=560)
+    results["_db"] = str(where.home / "airflow.db")
     yield results
 
 
@@ -104,7 +88,7 @@ def paid_once(provider: dict[str, Any], episode: dict[str, Any]) -> None:
     assert provider["submissions_per_token"][job["token"]] == 1
 
 
-# -- bad ids --------------------------------------------------------------------------------------
+# -- bad ids ---------------------------------------------------------------------------------------
 def test_unknown_and_malformed_ids_fail_on_try_1_without_a_question(approval_runs: dict[str, Any]) -> None:
     run = scenario(approval_runs, "bad_ids")["run"]
     assert states(run) == {"unknown": ("failed", 1), "malformed": ("failed", 1)}  # retries=2 unused
@@ -118,7 +102,7 @@ def test_unknown_and_malformed_ids_fail_on_try_1_without_a_question(approval_run
         assert observed(run, "ended", task_id) == []  # never parked
 
 
-# -- decided beforehand ---------------------------------------------------------------------------
+# -- decided beforehand ----------------------------------------------------------------------------
 def test_a_decision_recorded_beforehand_is_returned_without_asking(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "decided_beforehand")
     assert result["cli"]["code"] == 0, result["cli"]["stderr"]
@@ -169,7 +153,7 @@ def test_a_rejection_recorded_beforehand_skips_the_paid_step_without_asking(appr
     assert failed["message"] == f"approve: episode {episode['episode_id']} was rejected by erin"
 
 
-# -- a person answers -----------------------------------------------------------------------------
+# -- a person answers ------------------------------------------------------------------------------
 def test_an_approval_is_asked_once_recorded_with_its_answerer_and_paid_once(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "answered")
     run = result["approved"]
@@ -255,7 +239,7 @@ def test_an_answer_contradicting_a_decision_recorded_meanwhile_fails_without_ret
     assert paid_jobs(result["provider"], run["episode"]) == []
 
 
-# -- timeouts -------------------------------------------------------------------------------------
+# -- timeouts --------------------------------------------------------------------------------------
 def test_a_timeout_with_the_reject_default_skips_this_run_and_records_nothing(approval_runs: dict[str, Any]) -> None:
     run = scenario(approval_runs, "timeouts")["reject"]
     assert run["responder"] == {"acted": True, "error": None}
@@ -274,7 +258,7 @@ def test_a_timeout_without_defaults_fails_and_records_nothing(approval_runs: dic
     assert run["episode"]["approval"]["decision"] is None
 
 
-# -- require_approval on the paid step ------------------------------------------------------------
+# -- require_approval on the paid step -------------------------------------------------------------
 def test_require_approval_refuses_before_any_connection_lookup(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "required")
     for name, reason in (("undecided", "no decision is recorded"), ("rejected", "it was rejected by gina at ")):
@@ -296,7 +280,7 @@ def test_require_approval_refuses_before_any_connection_lookup(approval_runs: di
         assert result["provider"]["submissions_per_token"][submission["token"]] == 1
 
 
-# -- the example DAGs with the gate on ------------------------------------------------------------
+# -- the example DAGs with the gate on -------------------------------------------------------------
 def test_the_example_dags_gate_asks_then_pays_once_or_skips(approval_runs: dict[str, Any]) -> None:
     result = scenario(approval_runs, "examples_gated")
     classic, taskflow = result["weekly_media_pipeline"], result["weekly_media_pipeline_taskflow"]

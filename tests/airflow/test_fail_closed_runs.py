@@ -1,4 +1,4 @@
-"""The Airflow layer fails closed (issue 14), under real ``dag.test()`` runs with CeleryExecutor configured.
+"""The Airflow layer fails closed, under real ``dag.test()`` runs with CeleryExecutor configured.
 
 Every scenario runs once in one process (``fail_closed_scenarios.py``) on a copy of the session's
 migrated metadata database; each test checks one promise against what the tasks observed, the
@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import fresh_pg_database, home_on_migrated_db, observed, run_scenario_process
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import fresh_pg_database, observed, scenario_home
 from tests.airflow.scenario_process import ti as task_instance
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
@@ -43,17 +43,13 @@ def fail_closed_results(
     airflow_home: AirflowHome, fail_closed_pg: str | None, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """Every scenario of fail_closed_scenarios.py, in one process, with CeleryExecutor configured."""
-    home = tmp_path_factory.mktemp("fail-closed-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_fail_closed"])
-    conn_store = work / "conn-store"
-    env = {
-        **airflow_env(home, dags),
-        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "IJG_CONN_STORE": str(conn_store),
-        "AIRFLOW_CONN_IJG_FILE_STORE": json.dumps({"conn_type": "idempotent_jobs_store", "host": str(conn_store)}),
-    }
+    where = scenario_home(airflow_home.home, tmp_path_factory, "fail-closed-home", [HERE / "dags_fail_closed"])
+    conn_store = where.work / "conn-store"
+    env = where.env(
+        connections={"ijg_file_store": {"conn_type": "idempotent_jobs_store", "host": str(conn_store)}},
+        AIRFLOW__CORE__EXECUTOR="CeleryExecutor",
+        IJG_CONN_STORE=str(conn_store),
+    )
     if fail_closed_pg is not None:
         parts = urlsplit(fail_closed_pg)
         hostport = f"{parts.hostname}:{parts.port or 5432}"
@@ -80,7 +76,7 @@ def fail_closed_results(
                 }
             ),
         )
-    return run_scenario_process("tests.airflow.fail_closed_scenarios", env, work, timeout=360)
+    return where.run("tests.airflow.fail_closed_scenarios", env, timeout=360)
 
 
 def ti(run: dict[str, Any], task_id: str, map_index: int = -1) -> tuple[str, int]:
@@ -106,7 +102,7 @@ def returned(run: dict[str, Any], task_id: str, map_index: int = -1) -> Any:
     return seen[0]["value"]
 
 
-# -- issue 14 item 2: no implicit per-host store under a distributed executor ---------------------
+# -- no implicit per-host store under a distributed executor ---------------------------------------
 def test_no_store_under_celery_fails_on_the_first_try_naming_the_settings(
     fail_closed_results: dict[str, Any],
 ) -> None:
@@ -171,7 +167,7 @@ def test_time_zone_setting_applies_to_dags_without_a_zone_of_their_own(fail_clos
     assert "[idempotent_jobs] timezone" in message and "Mars/Olympus_Mons" in message
 
 
-# -- issue 14 item 4: templates that render None --------------------------------------------------
+# -- templates that render None --------------------------------------------------------------------
 REFUSED_TEMPLATES = {
     "key_none": ("allocation_key", "None", "{{ dag_run.conf.get('key') }}"),
     "key_blank": ("allocation_key", "  ", "{{ '  ' }}"),
@@ -209,7 +205,7 @@ def test_an_explicit_key_on_a_mapped_task_keeps_the_map_index(fail_closed_result
     assert [e["allocation_key"] for e in result["shared_store"]] == ["shared-2026-08-03"]
 
 
-# -- issue 14 item 9: credentials never reach the rendered fields ---------------------------------
+# -- credentials never reach the rendered fields ---------------------------------------------------
 def secret_run(results: dict[str, Any]) -> dict[str, Any]:
     result = scenario(results, "secret_store")
     if "skipped" in result:
@@ -248,7 +244,7 @@ def test_store_connection_takes_the_password_from_its_password_field(fail_closed
     assert HOST_PASSWORD not in Path(fail_closed_results["_log"]).read_text(errors="replace")
 
 
-# -- issue 14 item 10: the check operator on a mapped allocation ----------------------------------
+# -- the check operator on a mapped allocation -----------------------------------------------------
 def test_check_accepts_the_list_a_mapped_allocation_pushes(fail_closed_results: dict[str, Any]) -> None:
     result = scenario(fail_closed_results, "check_mapped")
     run = result["run"]
@@ -261,7 +257,7 @@ def test_check_accepts_the_list_a_mapped_allocation_pushes(fail_closed_results: 
     assert "episode_ids rendered 'None'" in message
 
 
-# -- issue 14 item 11: a default key longer than 512 characters -----------------------------------
+# -- a default key longer than 512 characters ------------------------------------------------------
 def test_maximal_ids_give_a_bounded_stable_key(fail_closed_results: dict[str, Any]) -> None:
     result = scenario(fail_closed_results, "long_ids")
     first, again = result["first"], result["again"]

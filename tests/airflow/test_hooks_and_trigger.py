@@ -36,7 +36,7 @@ def http_conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, srv: ProviderServer
     set_conn(monkeypatch, conn_id, **server_connection(srv.url, token))
 
 
-# -- store hook ---------------------------------------------------------------------------------
+# -- store hook ------------------------------------------------------------------------------------
 def test_store_hook_opens_the_store_its_connection_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     set_conn(monkeypatch, "ij_store", conn_type="idempotent_jobs_store", host=str(tmp_path / "by-host"))
     set_conn(
@@ -87,7 +87,7 @@ def test_store_hook_reports_a_connection_without_a_store(monkeypatch: pytest.Mon
     assert "names no store" in message
 
 
-# -- HTTP provider hook -------------------------------------------------------------------------
+# -- HTTP provider hook ----------------------------------------------------------------------------
 def test_http_hook_test_connection_checks_reachability_and_credentials(
     monkeypatch: pytest.MonkeyPatch, server: ProviderServer
 ) -> None:
@@ -111,7 +111,7 @@ def test_http_hook_refuses_unknown_config_keys(monkeypatch: pytest.MonkeyPatch, 
     assert not ok and "stauts_path" in message
 
 
-# -- trigger ------------------------------------------------------------------------------------
+# -- trigger ---------------------------------------------------------------------------------------
 def test_trigger_serializes_exactly_its_constructor_arguments() -> None:
     kwargs = {
         "episode_id": "2026-W32-0",
@@ -198,13 +198,13 @@ def test_trigger_reports_an_unknown_job_as_an_error_event(
     assert payload["status"] == "error" and "HTTP 404" in payload["message"]
 
 
-# -- store URLs and credentials (issue 14, item 3) -----------------------------------------------
+# -- store URLs and credentials --------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("url", "shown", "passwords"),
     [
         ("postgresql://svc:s3cret@db:5432/jobs", "postgresql://svc:***@db:5432/jobs", ["s3cret"]),
         ("postgresql://svc:p%40ss%2Fw@db/jobs?namespace=a", "postgresql://svc:***@db/jobs?namespace=a", ["p@ss/w"]),
-        # One reading (issue 19 item 5): the store sends "a@b", no parser may take "a" any more.
+        # One reading: the store sends "a@b" (the password ends at the last "@"); no parser may take "a".
         ("postgresql://svc:a@b@db/jobs", "postgresql://svc:***@db/jobs", ["a@b"]),
         ("postgresql://svc:?a#b@db/jobs", "postgresql://svc:***@db/jobs", ["?a#b"]),
         # Two readings: refused by the store, shown (and masked) as a whole.

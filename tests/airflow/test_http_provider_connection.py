@@ -42,7 +42,7 @@ def test_a_uri_connection_reads_booleans_numbers_and_mappings(
     uri_conn(monkeypatch, "ij_uri", server, tokens_honoured=False)
     assert "tokens_honoured=false" in server_connection_uri(server.url, TOKEN, tokens_honoured=False)
     provider = HttpPaidProviderHook("ij_uri").get_provider()
-    assert provider.capabilities.idempotent_tokens is False  # "false" used to count as true
+    assert provider.capabilities.idempotent_tokens is False  # the text "false" is false, not a non-empty string
     assert provider.config == server.provider_config(tokens_honoured=False)
     # The mappings came as JSON text: state_map maps "rendering", and the base URL kept its port.
     ref = provider.submit({"prompt": "p"}, "tok")

@@ -20,14 +20,8 @@ from urllib.parse import quote, urlencode
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection, server_connection_uri
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import (
-    home_on_migrated_db,
-    observed,
-    provider_server_process,
-    run_scenario_process,
-    ti,
-)
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import observed, provider_server_process, scenario_home, ti
 from tests.paid.leaks import TOKEN, WRONG, leaks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -48,8 +42,8 @@ BAD_VALUES = {
 def plain_uri(url: str) -> str:
     """The issue's connection: a URI whose only setting besides the JSON paths is ``tokens_honoured=false``.
 
-    (``server_connection_uri`` also writes numbers and mappings, which the old code could not read
-    from a URI at all; the base URL goes in the extra, as the old code dropped a URI host's port.)
+    (``server_connection_uri`` also writes numbers and mappings, which a URI must carry as JSON in
+    the extra; the base URL goes in the extra too, so that a URI host's port cannot be dropped.)
     """
     extra = {
         "base_url": url,
@@ -64,30 +58,31 @@ def plain_uri(url: str) -> str:
 
 @pytest.fixture(scope="session")
 def http_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("http-provider-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags" / "http_provider_dags.py"])
+    where = scenario_home(
+        airflow_home.home, tmp_path_factory, "http-provider-home", [HERE / "dags" / "http_provider_dags.py"]
+    )
     with (
         provider_server_process("--token", TOKEN, "--echo-token", "--polls-to-finish", "1") as echo_url,
         provider_server_process("--token", PLAIN_TOKEN, "--ignore-tokens", "--no-lookup") as plain_url,
     ):
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJH_ECHO_URL": echo_url,
-            "IJH_ECHO_TOKEN": TOKEN,
-            "IJH_PLAIN_URL": plain_url,
-            "IJH_PLAIN_TOKEN": PLAIN_TOKEN,
-            "AIRFLOW_CONN_IJH_ECHO": json.dumps(server_connection(echo_url, TOKEN)),
-            "AIRFLOW_CONN_IJH_ECHO_WRONG": json.dumps(server_connection(echo_url, WRONG)),
-            "AIRFLOW_CONN_IJH_URI_PLAIN": plain_uri(plain_url),
+        connections: dict[str, object] = {
+            "ijh_echo": server_connection(echo_url, TOKEN),
+            "ijh_echo_wrong": server_connection(echo_url, WRONG),
+            "ijh_uri_plain": plain_uri(plain_url),
         }
         for field, value in BAD_VALUES.items():
             bad: dict[str, Any] = {"lookup_path": None, field: value}
-            env[f"AIRFLOW_CONN_IJH_BAD_{field.upper()}"] = server_connection_uri(plain_url, PLAIN_TOKEN, None, **bad)
+            connections[f"ijh_bad_{field}"] = server_connection_uri(plain_url, PLAIN_TOKEN, None, **bad)
+        env = where.env(
+            connections=connections,
+            IJH_ECHO_URL=echo_url,
+            IJH_ECHO_TOKEN=TOKEN,
+            IJH_PLAIN_URL=plain_url,
+            IJH_PLAIN_TOKEN=PLAIN_TOKEN,
+        )
         assert "tokens_honoured=false" in env["AIRFLOW_CONN_IJH_URI_PLAIN"]
-        results = run_scenario_process("tests.airflow.http_provider_scenarios", env, work, timeout=540)
-        yield {**results, "_home": home}
+        results = where.run("tests.airflow.http_provider_scenarios", env, timeout=540)
+        yield {**results, "_home": where.home}
 
 
 def texts_under(root: Path) -> dict[str, str]:

@@ -8,7 +8,6 @@ metrics: the runs must succeed all the same.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -21,8 +20,13 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, provider_server_process, run_scenario_process
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import (
+    ScenarioHome,
+    home_on_migrated_db,
+    provider_server_process,
+    run_scenario_process,
+)
 from tests.airflow.scenario_process import ti as task_instance
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
@@ -100,24 +104,21 @@ def settled(listener: Listener, marker: str) -> None:
 
 def metrics_env(airflow_home: AirflowHome, home: Path, port: int, provider_url: str, token: str) -> dict[str, str]:
     dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_metrics"])
-    return {
-        **airflow_env(home, dags),
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "IJM_STATSD_PORT": str(port),
-        "IJM_PROVIDER_URL": provider_url,
-        "IJM_PROVIDER_TOKEN": token,
-        "AIRFLOW_CONN_IJM_PROVIDER": json.dumps(server_connection(provider_url, token)),
-        "AIRFLOW_CONN_IJM_PROVIDER_PLAIN": json.dumps(
-            server_connection(provider_url, token, tokens_honoured=False, lookup_path=None)
-        ),
-        "_IJM_WORK": str(work),
+    connections = {
+        "ijm_provider": server_connection(provider_url, token),
+        "ijm_provider_plain": server_connection(provider_url, token, tokens_honoured=False, lookup_path=None),
     }
+    return ScenarioHome(home, dags, work).env(
+        provider=(provider_url, token),
+        connections=connections,
+        AIRFLOW__METRICS__STATSD_ON="True",
+        AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+        AIRFLOW__METRICS__STATSD_PORT=str(port),
+        AIRFLOW__METRICS__STATSD_PREFIX="airflow",
+        AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
+        IJM_STATSD_PORT=str(port),
+        _IJM_WORK=str(work),
+    )
 
 
 @pytest.fixture(scope="module")

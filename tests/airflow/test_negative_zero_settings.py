@@ -1,7 +1,7 @@
 """A negative zero in the deployment's ``[idempotent_jobs] weekly_budget`` is refused, naming the setting.
 
 The page showed it as a budget of "-0.00". (The operators' own amounts: test_approval_definitions.py
-and the ``paid_bad_amounts`` scenario of test_paid_runs.py; the CLI and stores: tests/test_negative_zero.py.)
+and the ``paid_bad_amounts`` scenario of test_paid_runs.py; the CLI and stores: tests/core/test_negative_zero.py.)
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def test_other_errors_stay_retryable(error: Exception) -> None:
     assert caught.value is error
 
 
-# -- which executors count as one host (issue 14, item 1) ----------------------------------------
+# -- which executors count as one host -------------------------------------------------------------
 @pytest.mark.parametrize(
     ("config", "distributed"),
     [
@@ -158,7 +158,7 @@ def test_the_configured_executor_is_read_from_airflows_config(monkeypatch: pytes
     assert configured_executors() == "LocalExecutor,CeleryExecutor"
 
 
-# -- templates that render nothing (item 2) -------------------------------------------------------
+# -- templates that render nothing (item 2) --------------------------------------------------------
 @pytest.mark.parametrize("rendered", [None, "", "   ", "None", "none", " NONE ", "null", "NULL", "\tNull\n"])
 def test_empty_renderings_are_refused_naming_field_and_template(rendered: str | None) -> None:
     from airflow_idempotent_jobs.operators._common import refuse_empty_renderings
@@ -192,7 +192,7 @@ def test_key_per_map_index_is_an_argument_with_a_safe_default() -> None:
     assert AllocateEpisodeOperator(task_id="b", key_per_map_index=False).key_per_map_index is False
 
 
-# -- the default key stays within 512 characters (item 5) ----------------------------------------
+# -- the default key stays within 512 characters (item 5) ------------------------------------------
 def test_short_default_keys_are_exactly_what_they_were() -> None:
     run_id = "scheduled__2026-08-03T00:00:00+00:00"
     assert default_allocation_key("weekly", "allocate", run_id, 3) == f"airflow:weekly:allocate:{run_id}:3"

@@ -1,4 +1,4 @@
-"""Issue 19 item 9 under real Airflow: the allocating task instance is recorded, and the page uses it.
+"""Under real Airflow: the allocating task instance is recorded, and the page uses it.
 
 ``ijo_victim`` allocates (a plain task, a mapped one, one retried after a crash); ``ijo_mimic``
 names the victim in its keys. The page's rule (`ui.auth.Access` over `VisibleStore`, the read
@@ -16,8 +16,8 @@ import pytest
 from airflow_idempotent_jobs.operations import week_view
 from airflow_idempotent_jobs.stores import open_store
 from airflow_idempotent_jobs.ui.auth import Access, VisibleStore
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, observed, run_scenario_process, ti
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import observed, scenario_home, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 
@@ -28,15 +28,9 @@ NOW = dt.datetime(2026, 8, 7, tzinfo=dt.timezone.utc)
 
 @pytest.fixture(scope="module")
 def owner_results(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("owner-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_owner"])
-    env = {
-        **airflow_env(home, dags),
-        "IJO_STORE": str(work / "store"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-    }
-    results = run_scenario_process("tests.airflow.owner_scenarios", env, work, timeout=360)
-    results["store_path"] = str(work / "store")
+    where = scenario_home(airflow_home.home, tmp_path_factory, "owner-home", [HERE / "dags_owner"])
+    results = where.run("tests.airflow.owner_scenarios", where.env(IJO_STORE=str(where.work / "store")), timeout=360)
+    results["store_path"] = str(where.work / "store")
     return results
 
 

@@ -1,5 +1,5 @@
 """The page's API with a hostile ``[idempotent_jobs] store``: its 503 shows no part of the password
-(issue 19, item 5), to a store-wide user or a viewer of some DAGs.
+to a store-wide user or a viewer of some DAGs.
 
 In process: the plugin's real FastAPI app under a real HTTP client (Starlette's TestClient), the
 deployment's setting read through Airflow's configuration. The auth manager's two answers (who

@@ -1,4 +1,4 @@
-"""``request=`` must be a JSON object (issue 19 item 12), under real ``dag.test()`` runs.
+"""``request=`` must be a JSON object, under real ``dag.test()`` runs.
 
 Text (a template that rendered the dict's text, JSON text), ``None``, an omitted request, a list,
 a number or a boolean fails the paid task on its first try (two retries configured), naming
@@ -8,16 +8,15 @@ sent. The same rule holds for what a ``@task.paid_generation`` function returns.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
-from tests.airflow.conftest import AirflowHome, RunningProvider, airflow_env, scenario
+from tests.airflow.conftest import AirflowHome, RunningProvider, scenario
 from tests.airflow.dags_request.request_dags import DECORATED_FIRST, NATIVE_FIRST, OK_FIRST, REFUSED
-from tests.airflow.scenario_process import home_on_migrated_db, observed, run_scenario_process, ti
+from tests.airflow.scenario_process import observed, scenario_home, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(400)]
 
@@ -41,21 +40,14 @@ FIRST_TRY_FAILED = {"map_index": -1, "state": "failed", "try_number": 1}
 def request_results(
     airflow_home: AirflowHome, provider_server: RunningProvider, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("request-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_request"])
-    store = {"conn_type": "idempotent_jobs_store", "host": str(work / "stores" / "ijr")}  # the DAGs' store_for("ijr")
-    env = {
-        **airflow_env(home, dags),
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-        "IJ_PROVIDER_URL": provider_server.url,
-        "IJ_PROVIDER_TOKEN": provider_server.token,
-        "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-        "AIRFLOW_CONN_IJR_PROVIDER": json.dumps(server_connection(provider_server.url, provider_server.token)),
-        "AIRFLOW_CONN_IJR_STORE": json.dumps(store),
-    }
-    return run_scenario_process("tests.airflow.request_scenarios", env, work, timeout=380)
+    where = scenario_home(airflow_home.home, tmp_path_factory, "request-home", [HERE / "dags_request"])
+    store = {"conn_type": "idempotent_jobs_store", "host": str(where.work / "stores" / "ijr")}  # store_for("ijr")
+    env = where.env(
+        provider=(provider_server.url, provider_server.token),
+        spy_secrets=True,
+        connections={"ijr_provider": server_connection(provider_server.url, provider_server.token), "ijr_store": store},
+    )
+    return where.run("tests.airflow.request_scenarios", env, timeout=380)
 
 
 def failures(result: dict[str, Any]) -> dict[str, str]:

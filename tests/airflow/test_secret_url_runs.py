@@ -1,5 +1,5 @@
 """Hostile store URLs under real Airflow: no part of the password in any failure, log line,
-rendered field or XCom (issue 19, item 5).
+rendered field or XCom.
 
 Every URL of `tests.hostile_store_urls.HOSTILE` is rendered into ``store=`` from a Variable; some
 are also the deployment's ``[idempotent_jobs] store``; two reach the store through Connections.
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, observed, run_scenario_process
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import observed, scenario_home
 from tests.airflow.scenario_process import ti as task_instance
 from tests.airflow.secret_url_scenarios import SETTING_CASES
 from tests.hostile_store_urls import HOSTILE, Hostile, leaked
@@ -32,27 +32,20 @@ BY_NAME = {hostile.name: hostile for hostile in HOSTILE}
 
 @pytest.fixture(scope="module")
 def results(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("secret-url-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_secret_urls"])
-    env = {
-        **airflow_env(home, dags),
-        "IJ_STORES": str(work / "stores"),
-        "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-        "AIRFLOW_CONN_IJS_URL_IN_HOST": json.dumps(
-            {"conn_type": "idempotent_jobs_store", "host": BY_NAME["at"].at(NOWHERE)}
-        ),
-        "AIRFLOW_CONN_IJS_PASSWORD_FIELD": json.dumps(
-            {
-                "conn_type": "idempotent_jobs_store",
-                "host": f"postgresql://{NOWHERE}",
-                "login": "ij",
-                "password": CONN_PASSWORD,
-            }
-        ),
+    where = scenario_home(airflow_home.home, tmp_path_factory, "secret-url-home", [HERE / "dags_secret_urls"])
+    connections = {
+        "ijs_url_in_host": {"conn_type": "idempotent_jobs_store", "host": BY_NAME["at"].at(NOWHERE)},
+        "ijs_password_field": {
+            "conn_type": "idempotent_jobs_store",
+            "host": f"postgresql://{NOWHERE}",
+            "login": "ij",
+            "password": CONN_PASSWORD,
+        },
     }
+    env = where.env(connections=connections)
     env.update({f"AIRFLOW_VAR_IJS_STORE_{i}": hostile.at(NOWHERE) for i, hostile in enumerate(HOSTILE)})
-    found = run_scenario_process("tests.airflow.secret_url_scenarios", env, work, timeout=360)
-    found["_home"] = str(home)
+    found = where.run("tests.airflow.secret_url_scenarios", env, timeout=360)
+    found["_home"] = str(where.home)
     return found
 
 

@@ -24,10 +24,9 @@ from tests.airflow.scenario_process import (
     Result,
     Scenarios,
     dag_store,
-    home_on_migrated_db,
     provider_admin,
     run_dag,
-    run_scenario_process,
+    scenario_home,
     store_contents,
     ti,
     utc,
@@ -71,20 +70,12 @@ pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def side_by_side(airflow_home: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from tests.airflow.conftest import airflow_env
-
-    home = tmp_path_factory.mktemp("side-by-side-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_side_by_side"])
+    where = scenario_home(airflow_home.home, tmp_path_factory, "side-by-side-home", [HERE / "dags_side_by_side"])
     with api_process("prediction_api", "--token", TOKEN, "--polls-to-finish", "2") as url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJS_TOKEN": TOKEN,
-            "IJS_PREDICTION_URL": url,
-            "AIRFLOW_CONN_IJ_PREDICTION_API": http_connection(url),
-        }
-        yield run_scenario_process("tests.airflow.test_side_by_side_runs", env, work, timeout=540)
+        env = where.env(
+            connections={"ij_prediction_api": http_connection(url)}, IJS_TOKEN=TOKEN, IJS_PREDICTION_URL=url
+        )
+        yield where.run("tests.airflow.test_side_by_side_runs", env, timeout=540)
 
 
 def _succeeded_after_one_retry(data: dict[str, Any]) -> None:

@@ -25,8 +25,8 @@ from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import Decision
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.stores import pg_schema
-from tests.airflow.conftest import AirflowHome, airflow_env, postgres_connection, scenario
-from tests.airflow.scenario_process import home_on_migrated_db, observed, run_scenario_process, ti
+from tests.airflow.conftest import AirflowHome, postgres_connection, scenario
+from tests.airflow.scenario_process import observed, scenario_home, ti
 from tests.pg import catalog, install_schema, pg_url
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.timeout(400)]
@@ -69,14 +69,9 @@ def reader_runs(
         for dag_id, how in DATABASES.items():
             _prepare(urls[dag_id], how)
         before = {dag_id: catalog(url) for dag_id, url in urls.items()}
-        home = tmp_path_factory.mktemp("store-readers-home")
-        dags, work = home_on_migrated_db(airflow_home.home, home, [HERE / "dags_store_readers"])
-        env = {
-            **airflow_env(home, dags),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            **{f"AIRFLOW_CONN_{dag_id.upper()}": postgres_connection(url) for dag_id, url in urls.items()},
-        }
-        results = run_scenario_process("tests.airflow.store_readers_scenarios", env, work, timeout=360)
+        where = scenario_home(airflow_home.home, tmp_path_factory, "store-readers-home", [HERE / "dags_store_readers"])
+        env = where.env(connections={dag_id: postgres_connection(url) for dag_id, url in urls.items()})
+        results = where.run("tests.airflow.store_readers_scenarios", env, timeout=360)
         results["_before"] = before
         results["_after"] = {dag_id: catalog(url) for dag_id, url in urls.items()}
         results["_urls"] = urls

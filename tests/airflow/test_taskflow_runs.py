@@ -17,15 +17,8 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
-from tests.airflow.conftest import AirflowHome, airflow_env, scenario
-from tests.airflow.scenario_process import (
-    REPO,
-    home_on_migrated_db,
-    observed,
-    provider_server_process,
-    run_scenario_process,
-    ti,
-)
+from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -40,28 +33,24 @@ PAID_XCOM_KEYS = {"return_value", "remote_ref", "state", "cost"}
 
 @pytest.fixture(scope="session")
 def taskflow_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("taskflow-home")
-    dags, work = home_on_migrated_db(airflow_home.home, home, DAG_SOURCES)
+    where = scenario_home(airflow_home.home, tmp_path_factory, "taskflow-home", DAG_SOURCES)
     token = "taskflow-provider-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url:
-        env = {
-            **airflow_env(home, dags),
-            "IJ_STORES": str(work / "stores"),
-            "IJ_OBSERVATIONS": str(work / "observations.jsonl"),
-            "IJ_SECRETS_LOG": str(work / "secrets.jsonl"),
-            "IJ_PROVIDER_URL": url,
-            "IJ_PROVIDER_TOKEN": token,
-            "AIRFLOW__SECRETS__BACKEND": "tests.airflow.recording_secrets.RecordingSecretsBackend",
-            "AIRFLOW_CONN_IJT_PROVIDER": json.dumps(server_connection(url, token)),
+        connections = {
+            "ijt_provider": server_connection(url, token),
             # Lookup declared, tokens not honoured: a retry after a lost answer must find the job.
-            "AIRFLOW_CONN_IJT_PROVIDER_LOOKUP": json.dumps(server_connection(url, token, tokens_honoured=False)),
-            "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(server_connection(url, token, tokens_honoured=False)),
+            "ijt_provider_lookup": server_connection(url, token, tokens_honoured=False),
+            "media_provider": server_connection(url, token, tokens_honoured=False),
             # Read by the custom hook of test_custom_provider_hook.py (provider_hook=): no token reuse, lookup.
-            "AIRFLOW_CONN_IJT_JOBS": json.dumps(
-                {"conn_type": "http", "host": url, "password": token, "extra": {"tokens": False, "lookup": True}}
-            ),
+            "ijt_jobs": {
+                "conn_type": "http",
+                "host": url,
+                "password": token,
+                "extra": {"tokens": False, "lookup": True},
+            },
         }
-        yield run_scenario_process("tests.airflow.taskflow_scenarios", env, work, timeout=560)
+        env = where.env(provider=(url, token), spy_secrets=True, connections=connections)
+        yield where.run("tests.airflow.taskflow_scenarios", env, timeout=560)
 
 
 def request_fingerprint(request: dict[str, Any]) -> str:

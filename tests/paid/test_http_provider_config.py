@@ -117,7 +117,7 @@ def test_mappings_are_json_objects_of_texts_that_never_replace_our_headers(field
 
 
 def test_the_idempotency_header_must_be_sent_to_count() -> None:
-    """``""`` used to send no header yet claim capability (a): a retry would resubmit blind."""
+    """``""`` is refused: it would send no header yet claim capability (a), and a retry would resubmit blind."""
     refused("idempotency_header", idempotency_header="")
     refused("idempotency_header", idempotency_header="Idempotency Key")
     refused("idempotency_header", idempotency_header=7)

@@ -1,4 +1,4 @@
-"""Issue 19 item 10: the page's app, in this process, on both stores seeded as the UI deployment is.
+"""The page's app, in this process, on both stores seeded as the UI deployment is.
 
 Airflow's auth manager is replaced by fixed `Access` values (what it answers is tested on a real
 api-server by e2e/test_ui_api.py); the app, the store view, the read model and the store are real.

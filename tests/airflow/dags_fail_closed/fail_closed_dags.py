@@ -19,7 +19,7 @@ from tests.airflow.support import observe, store_for
 RETRY_3: dict[str, Any] = {"retries": 3, "retry_delay": dt.timedelta(0)}
 UTC_START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
-# -- issue 14 item 2: which store, under an executor that runs tasks on several hosts -------------
+# -- which store, under an executor that runs tasks on several hosts -------------------------------
 # No store=, no store_conn_id=: refused unless [idempotent_jobs] store / store_conn_id is set.
 with DAG("ijg_default_store", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     # The check runs whatever the allocation did (trigger_rule), so both refusals are seen.
@@ -51,7 +51,7 @@ with DAG(
 ):
     ReportingAllocate(task_id="allocate", store=store_for("ijg_zone_new_york"))
 
-# -- issue 14 item 4: templates that render "None", "", "null" ------------------------------------
+# -- templates that render "None", "", "null" ------------------------------------------------------
 with DAG("ijg_templates", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     store = store_for("ijg_templates")
     ReportingAllocate(task_id="key_none", allocation_key="{{ dag_run.conf.get('key') }}", store=store)
@@ -76,7 +76,7 @@ with DAG("ijg_mapped_key", schedule=None, start_date=UTC_START, default_args=RET
         store=store_for("ijg_mapped_key_shared"),
     ).expand(lock_timeout=[30.0, 31.0, 32.0])
 
-# -- issue 14 item 9: a store URL whose password comes from a Variable ----------------------------
+# -- a store URL whose password comes from a Variable ----------------------------------------------
 # The rendered value Airflow stores for the UI must not carry it, long or short (the secrets masker
 # skips values under 5 characters), whatever the Variable is called (Airflow masks the values of
 # Variables named like "password" by itself: these are not).
@@ -111,7 +111,7 @@ with DAG("ijg_secret_store", schedule=None, start_date=UTC_START, default_args=R
     ReportingAllocate(task_id="by_conn", allocation_key="conn-{{ ds }}", store_conn_id="ijg_pg_conn")
     ReportingAllocate(task_id="by_conn_host_password", store_conn_id="ijg_pg_conn_host_password")
 
-# -- issue 14 item 10: the check operator fed by a mapped allocation ------------------------------
+# -- the check operator fed by a mapped allocation -------------------------------------------------
 with DAG("ijg_check_mapped", schedule=None, start_date=UTC_START, default_args=RETRY_3):
     mapped = ReportingAllocate.partial(task_id="allocate", store=store_for("ijg_check_mapped")).expand(
         fingerprint=["a", "b", "c"]
@@ -126,7 +126,7 @@ with DAG("ijg_check_mapped", schedule=None, start_date=UTC_START, default_args=R
         task_id="check_none", episode_ids="{{ ti.xcom_pull('nothing_here') }}", store=store_for("ijg_check_mapped")
     )
 
-# -- issue 14 item 11: the longest ids Airflow allows (250 characters each) -----------------------
+# -- the longest ids Airflow allows (250 characters each) ------------------------------------------
 LONG_DAG_ID = "ijg_long_" + "d" * 241
 LONG_TASK_ID = "allocate_" + "t" * 241
 with DAG(LONG_DAG_ID, schedule=None, start_date=UTC_START, default_args=RETRY_3):

@@ -1,4 +1,4 @@
-"""DAGs for issue 19 item 9 (run by tests/airflow/owner_scenarios.py): who allocated an episode.
+"""DAGs for the recorded owner (run by tests/airflow/owner_scenarios.py): who allocated an episode.
 
 All of them write to one store (``IJO_STORE``), as a deployment's DAGs share its store. ``ijo_mimic``
 is an author who names ``ijo_victim`` in its allocation keys: once with the victim's very key, once

@@ -219,7 +219,7 @@ def test_our_backend_stopped_mid_read(pg_database: str, admin: psycopg.Connectio
 
 
 def test_a_table_lock_holder_that_never_commits_bounds_reads(pg_database: str) -> None:
-    """Reads used to run without any lock_timeout: a holder of an exclusive table lock hung them for ever."""
+    """Reads run under lock_timeout too: a holder of an exclusive table lock must not hang them for ever."""
     store = _open(pg_database)
     episode = store.allocate("2026-W32", "run-1")
     with psycopg.connect(pg_database) as holder:

@@ -126,7 +126,7 @@ def test_the_command_refuses_in_its_own_process_too(never_used: str) -> None:
 
 @pytest.mark.parametrize("timeout", ["1e7", "2147484", "nan", "inf", "-1"])
 def test_a_lock_timeout_postgresql_cannot_take_is_bad_input(never_used: str, timeout: str) -> None:
-    """PostgreSQL takes lock_timeout as an int of milliseconds: 1e7 s used to be "database error" (exit 5)."""
+    """PostgreSQL takes lock_timeout as an int of milliseconds: 1e7 s is bad input (exit 2), not a "database error"."""
     done = run_main("--store", never_used, "--lock-timeout", timeout, "allocate", "--week", "2026-W32", "--key", "k")
     _refused_line(done, "lock timeout")
     with pytest.raises(InvalidIdentifier, match="lock timeout"):

@@ -23,7 +23,7 @@ from airflow_idempotent_jobs import FileEpisodeStore
 from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import CHILD_TIMEOUT, run_cli
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).parents[2] / "crash_child.py"
 KEY = "airflow:weekly:allocate:scheduled__2026-08-03"
 
 

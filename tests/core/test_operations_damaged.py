@@ -1,4 +1,4 @@
-"""Issue 19 item 10, the read model: one damaged record no longer takes its whole week down.
+"""The read model: one damaged record does not take its whole week down.
 
 The week's other episodes are listed, counted and totalled; the damaged one is named in
 ``damaged`` (the page shows that list to store-wide users only, `ui.auth.VisibleStore`), and the

@@ -2,7 +2,7 @@
 proves they survived.
 
 `migrate` writes to the file store only (migrated artifacts are files kept beside each episode), so
-these tests use it; the decision itself is stored like any other (tests/test_cli_approval.py covers
+these tests use it; the decision itself is stored like any other (tests/cli/test_approval.py covers
 both stores). Every refusal is one line, exit 2, and leaves the legacy directory and the store exactly
 as they were.
 """

@@ -1,7 +1,8 @@
 """Each PostgreSQL store has a random identity of its own, and idempotency tokens derive from it.
 
-Every store used to be the namespace ``default``: staging and production derived the same token
-for ``2026-W32-0``, and a provider that honours tokens would hand one the other's paid job.
+Were every store's tokens derived from its namespace alone (``default``), staging and production
+would derive the same token for ``2026-W32-0``, and a provider that honours tokens would hand one
+the other's paid job.
 Migration 0002 gives each namespace a random identity; namespaces in use at the upgrade get one
 then, and their recorded submissions keep the tokens they were sent with.
 """
@@ -143,7 +144,7 @@ def test_check_reports_a_namespace_without_identity(pg_database: str) -> None:
     assert done.code == 1 and "store_identity[default]" in done.stdout, (done.stdout, done.stderr)
 
 
-# -- the upgrade from version 1 ----------------------------------------------------------------------
+# -- the upgrade from version 1 --------------------------------------------------------------------
 
 
 def _dead_pid() -> int:

@@ -6,9 +6,9 @@ would recolour, clear or retitle the operator's terminal, or reorder what they r
 planted under the store (a state.json edited, a row updated) and the real command runs in a child
 process; its exact bytes are checked.
 
-A full disk, a closed pipe or an encoding without a character on stdout used to end in Python's
-"Exception ignored" report and exit 120, or a traceback; now one line and exit 5, and an
-allocation stays committed (the same command prints it again).
+A full disk, a closed pipe or an encoding without a character on stdout is one line and exit 5
+(never Python's "Exception ignored" report and exit 120, nor a traceback), and an allocation
+stays committed (the same command prints it again).
 """
 
 from __future__ import annotations

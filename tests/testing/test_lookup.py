@@ -1,4 +1,4 @@
-"""The conformance kit against lookups and idempotent tokens that lie where the kit used not to look.
+"""The conformance kit against lookups and idempotent tokens that lie where a one-process kit cannot see.
 
 The ledger's retry runs in a fresh process, so a lookup that answers from its own process's memory
 (on the object, its class or its module) looks right in one process and pays twice in the next:
@@ -22,7 +22,7 @@ from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
 from airflow_idempotent_jobs.paid.provider import PaidProvider, ProviderCapabilities
 from airflow_idempotent_jobs.testing.conformance import FaultPlan, assert_conformant, check_adapter
 from airflow_idempotent_jobs.testing.server import ProviderServer
-from tests.test_conformance_kit import (
+from tests.testing.test_kit import (
     CROSS_PROCESS_FIND,
     CROSS_RESUBMIT,
     HOLD,

@@ -23,7 +23,7 @@ from airflow_idempotent_jobs import AllocationConflict, FileEpisodeStore, StoreC
 from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import CHILD_TIMEOUT, run_cli
 
-CRASH_CHILD = Path(__file__).with_name("crash_child.py")
+CRASH_CHILD = Path(__file__).parents[2] / "crash_child.py"
 
 #: Weeks with episodes before any copy is taken.
 EARLY_WEEKS = ("2026-W30", "2026-W31", "2026-W32", "2026-W33")

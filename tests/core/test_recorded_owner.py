@@ -1,4 +1,4 @@
-"""Issue 19 item 9: the owner is recorded at allocation, in the same commit, and the page uses it.
+"""The owner is recorded at allocation, in the same commit, and the page uses it.
 
 The allocation key is the DAG author's choice, so it proves nothing about who owns an episode: a
 key naming another DAG must not put rows on that DAG's page, and a DAG must not take over another

@@ -1,9 +1,9 @@
 """JSON the CLI and the migration read from outside the store, parsed strictly and boundedly.
 
 A ``--key-map``, a ``check --manifest``, a legacy ``history.json`` or ``state.json`` nested 5 000
-deep used to end in `RecursionError` (a traceback, exit 1, which `check` means as "problems
-found"); ``NaN`` and ``1e999`` became floats that compare false with everything; ``/dev/zero``
-was read until memory ran out. Each case runs the real command in a child process: one line,
+deep must not end in `RecursionError` (a traceback, exit 1, which `check` means as "problems
+found"); ``NaN`` and ``1e999`` must not become floats that compare false with everything;
+``/dev/zero`` must not be read until memory runs out. Each case runs the real command in a child process: one line,
 the documented exit code, and nothing changed.
 """
 

@@ -186,7 +186,7 @@ def test_a_store_that_was_never_written_is_exit_5_and_stays_uncreated(backend: B
 def test_a_damaged_record_is_named_the_rest_reported_and_the_exit_is_5(
     backend: Backend, store: EpisodeStore, scenario: Scenario
 ) -> None:
-    """Issue 19 item 10: one damaged record no longer hides its week; the report still fails (exit 5)."""
+    """One damaged record does not hide its week; the report still fails (exit 5)."""
     backend.corrupt(scenario.succeeded, "not-json")
     before = backend.snapshot()
     done = run_cli("--store", backend.url, "report", "--from", LAST_WEEK, "--to", WEEK)

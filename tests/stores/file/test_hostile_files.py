@@ -69,7 +69,7 @@ def assert_check_reports(root: Path, path: Path) -> None:
     assert any(line.startswith(f"{path}: ") for line in check.stdout.splitlines()), check.stdout
 
 
-# -- hostile JSON ------------------------------------------------------------------------------
+# -- hostile JSON ----------------------------------------------------------------------------------
 
 #: (file, what the commands that read it find there, the commands that read it)
 CONTENTS: dict[str, tuple[str, bytes, list[tuple[str, ...]]]] = {
@@ -113,7 +113,7 @@ def test_hostile_json_in_a_store_file_is_one_line_naming_it(root: Path, case: st
     assert path.read_bytes() == content
 
 
-# -- files that are not regular files ----------------------------------------------------------
+# -- files that are not regular files --------------------------------------------------------------
 
 
 def fifo(path: Path) -> None:
@@ -156,7 +156,7 @@ def test_a_fifo_or_a_device_in_place_of_a_store_file_never_hangs_a_command(root:
     assert not path.is_file() and path.exists()
 
 
-# -- a store path that is a regular file -------------------------------------------------------
+# -- a store path that is a regular file -----------------------------------------------------------
 
 
 def test_a_store_root_that_is_a_regular_file_is_said_to_be_one_by_every_command(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_a_store_root_that_is_a_regular_file_is_said_to_be_one_by_every_command(
 
 
 def test_reconcile_and_migrate_say_so_too(tmp_path: Path) -> None:
-    """``migrate`` used to say "store I/O failed at <root>/migrations/journal: Not a directory"."""
+    """``migrate`` names the store root's problem, never "store I/O failed at <root>/migrations/journal"."""
     root = tmp_path / "store"
     root.write_bytes(b"not a store\n")
     legacy = tmp_path / "legacy"
@@ -205,7 +205,7 @@ def test_an_episodes_or_index_path_that_is_a_regular_file_is_named_by_every_comm
     assert path.read_bytes() == b"not a directory\n"
 
 
-# -- files written in place that have another name -----------------------------------------------
+# -- files written in place that have another name -------------------------------------------------
 
 HARD_LINKED: dict[str, tuple[str, list[tuple[str, ...]]]] = {
     "history": ("episodes/2026-W32/history.jsonl", [ALLOCATE_NEW]),

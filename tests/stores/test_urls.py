@@ -1,8 +1,8 @@
 """``--store``: which texts name a store, and that every other one is bad input that creates nothing.
 
 A ``file:`` URL that names no absolute local path (``file://``, ``file://localhost``,
-``file:relative``) used to open a store in the current directory; a URL ``urlsplit`` cannot parse
-or whose path decodes to a NUL used to end in a traceback.
+``file:relative``) must not open a store in the current directory; a URL ``urlsplit`` cannot parse
+or whose path decodes to a NUL is bad input, never a traceback.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ ROOT_STORES = ["file:///", "file://localhost/", "file:////", "file:/", "/", "//"
 
 @pytest.mark.parametrize("text", ROOT_STORES)
 def test_a_store_at_the_file_system_root_is_bad_input_and_creates_nothing(tmp_path: Path, text: str) -> None:
-    """``file:///`` used to open a store at ``/`` (store.json, .lock, episodes/ and index/ beside /etc)."""
+    """``file:///`` must not open a store at ``/`` (store.json, .lock, episodes/ and index/ beside /etc)."""
     (tmp_path / "to-root").symlink_to("/")
     store = text.replace("{tmp}", str(tmp_path))
     # In this process first: on a build without the check this fails before anything is created at /.

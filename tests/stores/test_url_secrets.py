@@ -1,6 +1,6 @@
-"""No part of a store URL's password in any message, whatever the URL's shape (issue 19, item 5).
+"""No part of a store URL's password in any message, whatever the URL's shape.
 
-A password holding an unencoded ``?``, ``@``, ``#`` or ``/`` used to be split by one parser or
+A password holding an unencoded ``?``, ``@``, ``#`` or ``/`` could be split by one parser or
 another into the query, the host or the database, and printed from there. The command is run as
 a real process with ``--store`` and with ``IDEMPOTENT_JOBS_STORE``; a URL the store can read ends
 in "unavailable" (nothing listens on port 1: exit 5), any other is refused unread (exit 2).

@@ -197,7 +197,7 @@ def test_python_rule_and_server_rule_agree(pg_database: str, name: str) -> None:
 
 
 def test_both_rules_record_the_owner_and_refuse_another_dag_alike(pg_database: str) -> None:
-    """Issue 19 item 9: the owner rides in the new row either way; a reuse by another DAG is refused alike."""
+    """The owner rides in the new row either way; a reuse by another DAG is refused alike."""
     first = Owner("media", "allocate", "manual__2026-08-03T10:00:00+00:00", 2)
     calls = [
         (("2026-W32", "k", None), first),  # new, owned

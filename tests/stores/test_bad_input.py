@@ -24,7 +24,7 @@ BAD_EPISODE_IDS = [
     "2026-W32-1e3",
     "2026-W32-0\n",
 ]
-#: Keys are opaque (``a/b``, ``..`` and ``C:\\x`` allocate normally: tests/test_opaque_keys.py); what
+#: Keys are opaque (``a/b``, ``..`` and ``C:\\x`` allocate normally: tests/stores/test_opaque_keys.py); what
 #: is refused is text that is empty, too long, or would hide or forge text where a key is shown.
 BAD_KEYS = [
     "tab\there",
