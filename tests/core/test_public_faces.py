@@ -9,7 +9,7 @@ from pathlib import Path
 
 from airflow_idempotent_jobs import paid
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "example_adapters"
+EXAMPLES = Path(__file__).resolve().parents[2] / "example_adapters"
 
 
 def test_every_name_of_the_paid_face_resolves_without_a_warning() -> None:
