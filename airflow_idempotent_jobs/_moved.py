@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["MOVED", "install"]
 
 #: Old module path -> the module that holds its names now.
-MOVED: Final[dict[str, str]] = {}
+MOVED: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.operations_owner": "airflow_idempotent_jobs.task_key",
+}
 
 
 class _MovedFinder:

@@ -29,9 +29,9 @@ from .check import WeekRead
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId, WeekId
-from .operations_owner import Owner, episode_owner, owner_of
 from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
+from .task_key import Owner, episode_owner, owner_of
 
 
 class ReadableStore(Protocol):

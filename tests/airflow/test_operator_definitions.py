@@ -19,7 +19,7 @@ from airflow_idempotent_jobs.errors import (
 )
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
 from airflow_idempotent_jobs.operators._common import AirflowFailException, default_store_path, task_errors
-from airflow_idempotent_jobs.operators.allocate import default_allocation_key
+from airflow_idempotent_jobs.task_key import default_allocation_key
 
 pytestmark = pytest.mark.airflow
 
