@@ -23,6 +23,7 @@ __all__ = ["MOVED", "install"]
 #: Old module path -> the module that holds its names now.
 MOVED: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.operations_owner": "airflow_idempotent_jobs.task_key",
+    "airflow_idempotent_jobs.provider_config": "airflow_idempotent_jobs.config",
 }
 
 

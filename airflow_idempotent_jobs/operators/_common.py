@@ -169,10 +169,9 @@ def _open_connection(conn_id: str, lock_timeout: float | None) -> EpisodeStore:
 
 def _deployment_store(options: dict[str, Any], lock_timeout: float | None) -> EpisodeStore | None:
     """The store ``[idempotent_jobs]`` names for the whole deployment, if any."""
+    from ..config import SECTION, env_name, setting
     from ..errors import InvalidConfiguration
     from ..hooks._store_url import mask_secrets, url_passwords
-    from ..provider_config import SECTION, env_name
-    from ._settings import setting
 
     url, conn_id = setting("store"), setting("store_conn_id")
     if url and conn_id:

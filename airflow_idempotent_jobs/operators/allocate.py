@@ -154,10 +154,9 @@ class AllocateEpisodeOperator(StoreOperator):
         dag_zone = getattr(self.dag, "timezone", None)
         if dag_zone is not None and not _is_airflow_default_zone(dag_zone):
             return dag_zone, "the DAG"
+        from ..config import SECTION, env_name, setting
         from ..errors import InvalidConfiguration, InvalidIdentifier
         from ..identity import resolve_timezone
-        from ..provider_config import SECTION, env_name
-        from ._settings import setting
 
         configured = setting("timezone")
         if configured is not None:

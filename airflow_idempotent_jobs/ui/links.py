@@ -54,7 +54,7 @@ class EpisodeLink(BaseOperatorLink):
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from airflow.sdk.bases.xcom import BaseXCom
 
-        from ..operators._settings import airflow_conf
+        from ..config import airflow_conf
 
         rendered = getattr(operator, "episode_id", None)
         episode_id = episode_id_from(rendered)

@@ -21,7 +21,7 @@ def _base_path() -> str:
     """The path of ``[api] base_url`` (``/airflow`` behind a proxy), so the menu link works there too."""
     from urllib.parse import urlsplit
 
-    from ..operators._settings import airflow_conf
+    from ..config import airflow_conf
 
     base = airflow_conf().get("api", "base_url", fallback="") or ""
     return urlsplit(base).path.rstrip("/")
