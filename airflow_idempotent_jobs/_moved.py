@@ -24,6 +24,12 @@ __all__ = ["MOVED", "install"]
 MOVED: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.operations_owner": "airflow_idempotent_jobs.task_key",
     "airflow_idempotent_jobs.provider_config": "airflow_idempotent_jobs.config",
+    "airflow_idempotent_jobs.ui": "airflow_idempotent_jobs.plugins",
+    "airflow_idempotent_jobs.ui.app": "airflow_idempotent_jobs.plugins.page_app",
+    "airflow_idempotent_jobs.ui.auth": "airflow_idempotent_jobs.plugins.page_auth",
+    "airflow_idempotent_jobs.ui.links": "airflow_idempotent_jobs.links.episode",
+    "airflow_idempotent_jobs.ui.plugin": "airflow_idempotent_jobs.plugins.idempotent_jobs",
+    "airflow_idempotent_jobs.ui.settings": "airflow_idempotent_jobs.plugins.page_settings",
 }
 
 

@@ -9,7 +9,7 @@ Which Airflow task instance owns an episode: the one recorded at allocation, els
 source ``recorded``), else, for episodes allocated outside Airflow's operator (the CLI, the
 library, the operator of an earlier release), the owner the allocation key names (source
 ``key``). A key is the DAG author's choice, so a key's owner is shown marked and proves nothing:
-the page grants a DAG's viewers nothing on its word (`ui.auth.Access`).
+the page grants a DAG's viewers nothing on its word (`plugins.page_auth.Access`).
 
 Reading an owner from a key:
 

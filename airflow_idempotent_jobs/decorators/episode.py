@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, task_decorator_factory
 from airflow.sdk.definitions.context import context_merge
 
+from ..links.episode import EpisodeLink
 from ..operators._common import StoreOperator, checked_episode_id, open_task_store, task_errors
-from ..ui.links import EpisodeLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

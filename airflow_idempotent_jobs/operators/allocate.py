@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..ui.links import EpisodeLink
+from ..links.episode import EpisodeLink
 from . import _metrics
 from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param
 
-from ..ui.links import EpisodeLink
+from ..links.episode import EpisodeLink
 from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..ui.links import EpisodeLink
+from ..links.episode import EpisodeLink
 from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
 from ._metrics import paid_try
 

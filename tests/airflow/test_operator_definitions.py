@@ -35,14 +35,14 @@ def test_importing_the_operators_loads_no_store_hook_or_paid_layer() -> None:
     # The "Episode" extra link's base class and its module come along (no FastAPI, no plugin).
     assert added == [
         "airflow.sdk.bases.operatorlink",
+        "airflow_idempotent_jobs.links",
+        "airflow_idempotent_jobs.links.episode",
         "airflow_idempotent_jobs.operators",
         "airflow_idempotent_jobs.operators._common",
         "airflow_idempotent_jobs.operators._metrics",
         "airflow_idempotent_jobs.operators.allocate",
         "airflow_idempotent_jobs.operators.check",
         "airflow_idempotent_jobs.operators.paid_generation",
-        "airflow_idempotent_jobs.ui",
-        "airflow_idempotent_jobs.ui.links",
     ]
 
 

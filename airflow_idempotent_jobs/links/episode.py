@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["URL_PREFIX", "EpisodeLink", "episode_id_from", "episode_url"]
 
-#: Where the api-server mounts the plugin's app (`ui.plugin`).
+#: Where the api-server mounts the plugin's app (`plugins.idempotent_jobs`).
 URL_PREFIX = "/idempotent-jobs"
 
 

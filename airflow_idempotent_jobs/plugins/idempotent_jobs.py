@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from .links import URL_PREFIX
+from ..links.episode import URL_PREFIX
 
 __all__ = ["IdempotentJobsPlugin"]
 
@@ -28,7 +28,7 @@ def _base_path() -> str:
 
 
 def _fastapi_apps() -> list[dict[str, Any]]:
-    from .app import create_app
+    from .page_app import create_app
 
     return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Idempotent Jobs"}]
 
