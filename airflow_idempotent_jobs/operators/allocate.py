@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..links.episode import EpisodeLink
 from . import _metrics
-from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
+from ._common import AirflowFailException, StoreOperator, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -111,7 +111,7 @@ class AllocateEpisodeOperator(StoreOperator):
             from ..owner import Owner  # here: DAG files import this module on every parse
 
             owner = Owner.of_task(ti.dag_id, ti.task_id, run_id, ti.map_index)
-            store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+            store = self.hook.store
             try:
                 episode = store.allocate(week, key, self.fingerprint, owner=owner)
             finally:
@@ -192,7 +192,7 @@ class AllocateEpisodeOperator(StoreOperator):
         """
         from ..errors import IdempotentJobsError, StoreMissing
 
-        store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+        store = self.hook.store
         try:
             store.require_existing()
             held, used, fresh = store.find(key), [e.sequence for e in store.list(week)], ""

@@ -1,7 +1,7 @@
 """What the page reads from ``[idempotent_jobs]``: the store, the weekly budget, the current week.
 
-The store is the one the operators use by default (`operators._common.open_task_store` with
-nothing named on a task), so the page and the tasks can never look at different stores.
+The store is the one the operators use by default (`hooks.store.EpisodeStoreHook` with nothing
+named on a task), so the page and the tasks can never look at different stores.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ class PageStore:
         """The store, checked to exist on every call: the page never creates or upgrades one."""
         with self._lock:
             if self._store is None:
-                from ..operators._common import open_task_store
+                from ..hooks.store import EpisodeStoreHook
 
                 self._secrets = _configured_secrets()
-                self._store = open_task_store(None, None, None)
+                self._store = EpisodeStoreHook(None).store
             store = self._store
         store.require_existing()  # a missing store is 503, not a new empty one (cheap once it exists)
         return store
