@@ -77,4 +77,4 @@ e2e-ui: install browser
 	$(BIN)/python -m e2e.ui_browser
 
 clean:
-	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache
