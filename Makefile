@@ -22,6 +22,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The suite on TEST_WORKERS processes (pytest-xdist); tests that share a costly fixture stay together
 # on one worker (tests/conftest.py groups them). TEST_WORKERS=0 runs it in this one process.
@@ -80,4 +81,4 @@ e2e-ui: install browser
 	$(BIN)/python -m e2e.ui_browser
 
 clean:
-	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

@@ -23,7 +23,16 @@ if TYPE_CHECKING:
 __all__ = ["MOVED", "MOVED_NAMES", "install", "moved_name"]
 
 #: Old module path -> the module that holds its names now.
-MOVED: Final[dict[str, str]] = {}
+MOVED: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.operations_owner": "airflow_idempotent_jobs.task_key",
+    "airflow_idempotent_jobs.provider_config": "airflow_idempotent_jobs.config",
+    "airflow_idempotent_jobs.ui": "airflow_idempotent_jobs.plugins",
+    "airflow_idempotent_jobs.ui.app": "airflow_idempotent_jobs.plugins.page_app",
+    "airflow_idempotent_jobs.ui.auth": "airflow_idempotent_jobs.plugins.page_auth",
+    "airflow_idempotent_jobs.ui.links": "airflow_idempotent_jobs.links.episode",
+    "airflow_idempotent_jobs.ui.plugin": "airflow_idempotent_jobs.plugins.idempotent_jobs",
+    "airflow_idempotent_jobs.ui.settings": "airflow_idempotent_jobs.plugins.page_settings",
+}
 
 #: Old ``module.Name`` -> the module that defines ``Name`` now.
 MOVED_NAMES: Final[dict[str, str]] = {

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from .episode import Episode, EpisodeStatus, utc_now
 from .errors import AllocationConflict, InvalidIdentifier
 from .identity import EpisodeId, WeekId
-from .operations_owner import owner_of
 from .owner import OWNER_KEY, Owner
+from .task_key import owner_of
 
 __all__ = [
     "another_fingerprint",

@@ -15,9 +15,9 @@ def get_provider_info() -> dict[str, Any]:
     ``package-name`` must equal the distribution name: the providers manager checks it.
     """
     from . import __version__
+    from .config import config_description
     from .hooks._store_form import STORE_FORM
     from .hooks._ui import HTTP_PROVIDER_FIELDS, as_provider_info
-    from .provider_config import config_description
 
     return {
         "package-name": "airflow-idempotent-jobs",
@@ -77,8 +77,11 @@ def get_provider_info() -> dict[str, Any]:
         "config": config_description(),
         # The "Idempotent Jobs" page: a FastAPI app the api-server mounts, and its navigation entry.
         "plugins": [
-            {"name": "idempotent_jobs", "plugin-class": "airflow_idempotent_jobs.ui.plugin.IdempotentJobsPlugin"}
+            {
+                "name": "idempotent_jobs",
+                "plugin-class": "airflow_idempotent_jobs.plugins.idempotent_jobs.IdempotentJobsPlugin",
+            }
         ],
         # The "Episode" button on task instances (also set as the operators' operator_extra_links).
-        "extra-links": ["airflow_idempotent_jobs.ui.links.EpisodeLink"],
+        "extra-links": ["airflow_idempotent_jobs.links.episode.EpisodeLink"],
     }

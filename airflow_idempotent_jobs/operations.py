@@ -15,7 +15,7 @@ time cannot be read is listed too, with ``idempotent-jobs check <id>``: reconcil
 A damaged record does not take its week down: the week is read with `EpisodeStore.read_week`, its
 readable episodes are listed and totalled, and each damaged record is named in ``damaged`` (the
 totals leave it out). Who may learn of a damaged record is the reader's call: the page's store
-view names them to store-wide users only (`ui.auth.VisibleStore`).
+view names them to store-wide users only (`plugins.page_auth.VisibleStore`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from .check import WeekRead
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId, WeekId
-from .operations_owner import Owner, episode_owner, owner_of
 from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
+from .task_key import Owner, episode_owner, owner_of
 
 
 class ReadableStore(Protocol):

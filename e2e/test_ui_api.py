@@ -311,9 +311,9 @@ def test_airflow_lists_the_plugin_from_the_provider(ui: UiDeployment, tokens: di
     assert not [ep for ep in importlib.metadata.entry_points(group="airflow.plugins") if "idempotent" in ep.value]
     provider = airflow_json(ui, "providers", "get", "airflow-idempotent-jobs", "--full")
     info = json.dumps(provider)
-    assert "airflow_idempotent_jobs.ui.plugin.IdempotentJobsPlugin" in info
+    assert "airflow_idempotent_jobs.plugins.idempotent_jobs.IdempotentJobsPlugin" in info
     links = airflow_json(ui, "providers", "links")
-    assert any("airflow_idempotent_jobs.ui.links.EpisodeLink" in json.dumps(entry) for entry in links)
+    assert any("airflow_idempotent_jobs.links.episode.EpisodeLink" in json.dumps(entry) for entry in links)
     status, body, _ = call(ui.api_url, "/api/v2/plugins", tokens[ADMIN])
     assert status == 200 and "idempotent_jobs" in {plugin["name"] for plugin in body["plugins"]}
 

@@ -16,13 +16,13 @@ import pytest
 from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus, SubmissionState
 from airflow_idempotent_jobs.errors import SubmissionStateUnknown
-from airflow_idempotent_jobs.operators.allocate import default_allocation_key
 from airflow_idempotent_jobs.paid import (
     RemoteState,
     RemoteStatus,
     SubmissionLedger,
     wait_for_terminal,
 )
+from airflow_idempotent_jobs.task_key import default_allocation_key
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from tests.paid.support import provider_for
 

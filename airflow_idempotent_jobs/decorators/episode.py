@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, task_decorator_factory
 from airflow.sdk.definitions.context import context_merge
 
-from ..operators._common import StoreOperator, checked_episode_id, open_task_store, task_errors
-from ..ui.links import EpisodeLink
+from ..links.episode import EpisodeLink
+from ..operators._common import StoreOperator, checked_episode_id, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -55,7 +55,7 @@ class _EpisodeStep(StoreOperator):
     def execute(self, context: Context) -> Any:
         eid = checked_episode_id(self.task_id, self.episode_id)
         with task_errors():  # EpisodeNotFound, StoreCorrupted: no retry; StoreUnavailable: retried
-            store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+            store = self.hook.store
             try:
                 episode = store.get(eid)
             finally:

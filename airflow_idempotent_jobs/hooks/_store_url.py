@@ -75,7 +75,7 @@ class SealedStoreUrl(str):
 
     Airflow stores and shows a task's rendered template fields as text: what it sees of a sealed
     URL is ``postgresql://user:***@host/db``, whatever the masker's length rules. Only
-    `open_task_store` reads ``secret``.
+    `EpisodeStoreHook.store` reads ``secret``.
     """
 
     secret: str

@@ -1,14 +1,18 @@
-"""A hook that turns an Airflow Connection into an episode store.
+"""A hook that turns a task's store arguments, or an Airflow Connection, into an episode store.
 
 Task code in Airflow 3 may not touch Airflow's own metadata database, so the store is reached
 through a Connection of its own: either this provider's ``idempotent_jobs_store`` type (host or
 extra carries a file path, ``file://`` URL, or ``postgresql://`` URL without credentials, which come
-from the login and password fields), or a plain ``postgres`` Connection.
+from the login and password fields), or a plain ``postgres`` Connection. The operators' ``hook``
+resolves their store here: ``store=``, ``store_conn_id=``, the deployment's ``[idempotent_jobs]``
+section, else the file store under ``$AIRFLOW_HOME`` (`EpisodeStoreHook.store`).
 """
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -21,7 +25,10 @@ if TYPE_CHECKING:
 
     from ..stores import EpisodeStore
 
-__all__ = ["EpisodeStoreHook", "store_url_from_connection"]
+__all__ = ["DEFAULT_STORE_DIRNAME", "EpisodeStoreHook", "default_store_path", "store_url_from_connection"]
+
+#: The embedded default store lives here, under ``$AIRFLOW_HOME``.
+DEFAULT_STORE_DIRNAME = "idempotent_jobs"
 
 #: Connection types that name a PostgreSQL server rather than a store URL.
 POSTGRES_CONN_TYPES = frozenset({"postgres", "postgresql"})
@@ -31,6 +38,12 @@ POSTGRES_CONN_TYPES = frozenset({"postgres", "postgresql"})
 _LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name", "options")
 #: The store's own URL options a ``postgres`` Connection may carry in its extra.
 _STORE_OPTIONS = ("namespace", "schema", "lock_timeout", "statement_timeout")
+
+
+def default_store_path() -> Path:
+    """``$AIRFLOW_HOME/idempotent_jobs``; Airflow's own default home is ``~/airflow``."""
+    home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+    return Path(home) / DEFAULT_STORE_DIRNAME
 
 
 def store_url_from_connection(conn: Connection) -> str:
@@ -119,16 +132,29 @@ def _postgres_url(conn: Connection) -> str:
 
 
 class EpisodeStoreHook(BaseHook):
-    """Opens the episode store named by a Connection; the store is built on first use."""
+    """Opens the episode store named by a store URL, a Connection or the deployment; built on first use.
+
+    ``store_url`` wins, then ``store_conn_id``; with neither (``store_conn_id=None``), the
+    deployment's ``[idempotent_jobs] store`` or ``store_conn_id``, else the file store under
+    ``$AIRFLOW_HOME``, which only a single-host executor may use (each host would have its own).
+    """
 
     conn_name_attr = "store_conn_id"
     default_conn_name = "idempotent_jobs_store_default"
     conn_type = "idempotent_jobs_store"
     hook_name = "Idempotent Jobs Store"
 
-    def __init__(self, store_conn_id: str = default_conn_name, *, lock_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        store_conn_id: str | None = default_conn_name,
+        *,
+        store_url: Any = None,
+        lock_timeout: float | None = None,
+    ) -> None:
         super().__init__()
         self.store_conn_id = store_conn_id
+        #: A store URL or path as the task rendered it (a `SealedStoreUrl` when it holds a password).
+        self.store_url = store_url
         self.lock_timeout = lock_timeout
 
     @classmethod
@@ -139,19 +165,69 @@ class EpisodeStoreHook(BaseHook):
         return field_behaviour(STORE_FORM)
 
     def get_store_url(self) -> str:
-        """The store's URL; may carry a password, so it is never logged."""
+        """The Connection's store URL; may carry a password, so it is never logged."""
+        if self.store_conn_id is None:
+            raise ValueError("this hook names no Connection (store_conn_id is None)")
         return store_url_from_connection(self.get_connection(self.store_conn_id))
 
     @cached_property
     def store(self) -> EpisodeStore:
+        if self.store_url is not None:
+            from ._store_url import SealedStoreUrl
+
+            url = self.store_url
+            return self._open_url(url.secret if isinstance(url, SealedStoreUrl) else str(url))
+        if self.store_conn_id is not None:
+            return self._open_connection()
+        deployment = self._deployment_store()
+        if deployment is not None:
+            return deployment
+        _refuse_per_host_store()
         from ..stores import open_store
 
-        options: dict[str, Any] = {}
-        if self.lock_timeout is not None:
-            options["lock_timeout"] = self.lock_timeout
-        opened = open_store(self.get_store_url(), **options)
+        return open_store(default_store_path(), **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        return {} if self.lock_timeout is None else {"lock_timeout": self.lock_timeout}
+
+    def _open_connection(self) -> EpisodeStore:
+        from ..stores import open_store
+
+        opened = open_store(self.get_store_url(), **self._options())
         self.log.info("Episode store from connection %r: %s", self.store_conn_id, opened.location)
         return opened
+
+    def _open_url(self, url: str, setting: str | None = None) -> EpisodeStore:
+        """`open_store`; a URL it refuses is reported by the setting it came from (never with its password)."""
+        from ..errors import InvalidConfiguration
+        from ..stores import open_store
+
+        try:
+            return open_store(url, **self._options())
+        except InvalidConfiguration as exc:
+            if setting is None:
+                raise
+            raise InvalidConfiguration("deployment setting", setting, str(exc)) from None
+
+    def _deployment_store(self) -> EpisodeStore | None:
+        """The store ``[idempotent_jobs]`` names for the whole deployment, if any."""
+        from ..config import SECTION, env_name, setting
+        from ..errors import InvalidConfiguration
+        from ._store_url import mask_secrets
+
+        url, conn_id = setting("store"), setting("store_conn_id")
+        if url and conn_id:
+            raise InvalidConfiguration(
+                "deployment settings",
+                f"[{SECTION}] store and [{SECTION}] store_conn_id",
+                "both are set; set one of them",
+            )
+        if url:
+            mask_secrets(url_passwords(url))
+            return self._open_url(url, setting=f"[{SECTION}] store ({env_name('store')})")
+        if conn_id:
+            return type(self)(conn_id, lock_timeout=self.lock_timeout).store
+        return None
 
     def get_conn(self) -> EpisodeStore:
         return self.store
@@ -185,3 +261,23 @@ class EpisodeStoreHook(BaseHook):
         if "store" in self.__dict__:
             self.store.close()
             del self.__dict__["store"]
+
+
+def _refuse_per_host_store() -> None:
+    """No store named anywhere: refuse the per-host default unless every task runs on this host."""
+    try:
+        from airflow.sdk.exceptions import AirflowFailException
+    except ImportError:  # Airflow < 3.2
+        from airflow.exceptions import AirflowFailException  # type: ignore[attr-defined,no-redef,unused-ignore]
+
+    from ._executors import configured_executors, distributed_executors
+
+    spread = distributed_executors(configured_executors())
+    if spread:
+        raise AirflowFailException(
+            f"no episode store configured, and the executor ({', '.join(spread)}) may run tasks on several "
+            f"hosts, each with its own default store {default_store_path()}: a retry on another host would "
+            "allocate (and pay) again. Name one store for all hosts: store= or store_conn_id= on the operator, "
+            "or [idempotent_jobs] store or store_conn_id for the deployment "
+            "(AIRFLOW__IDEMPOTENT_JOBS__STORE=postgresql://... or AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID=...)"
+        )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..ui.links import EpisodeLink
+from ..links.episode import EpisodeLink
 from . import _metrics
-from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
+from ._common import AirflowFailException, StoreOperator, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -18,55 +17,15 @@ if TYPE_CHECKING:
     from ..identity import WeekId
     from ..stores import EpisodeStore
 
-__all__ = [
-    "BOUNDED_KEY_PREFIX",
-    "TEMPORARY_RUN_PREFIX",
-    "WEEK_SOURCES",
-    "AllocateEpisodeOperator",
-    "bounded_allocation_key",
-    "default_allocation_key",
-]
+__all__ = ["TEMPORARY_RUN_PREFIX", "WEEK_SOURCES", "AllocateEpisodeOperator"]
+
+#: Names that moved to `airflow_idempotent_jobs.task_key` (the key format and its parsing, in one place).
+_MOVED_TO_TASK_KEY: Final = frozenset({"BOUNDED_KEY_PREFIX", "bounded_allocation_key", "default_allocation_key"})
 
 #: Where the week may come from; ``None`` means ``logical_date``, else ``run_after``.
 WEEK_SOURCES: Final = ("logical_date", "data_interval_end", "run_after")
 #: ``airflow tasks test`` runs under a throwaway run id that changes on every call.
 TEMPORARY_RUN_PREFIX: Final = "__airflow_temporary_run_"
-#: A default key over 512 characters becomes ``airflow#<readable prefix>#<sha256 of the whole>``.
-#: Every other default key starts ``airflow:``, so a bounded key never equals an unbounded one.
-BOUNDED_KEY_PREFIX: Final = "airflow#"
-_DEFAULT_KEY_PREFIX: Final = "airflow:"
-
-
-def default_allocation_key(dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
-    """``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a mapped task instance.
-
-    Airflow allows 250 characters for each id, so the key can pass the store's 512: it is then
-    bounded (`bounded_allocation_key`), the same way on every try. Keys up to 512 characters are
-    exactly what they always were, so existing episodes are found again.
-    """
-    key = f"{_DEFAULT_KEY_PREFIX}{dag_id}:{task_id}:{run_id}"
-    if map_index is not None and map_index >= 0:
-        key += f":{map_index}"
-    return bounded_allocation_key(key)
-
-
-def bounded_allocation_key(key: str) -> str:
-    """``key`` itself up to 512 characters; else ``airflow#`` + its first characters + ``#`` + the
-    sha256 of all of it: 512 characters, readable, stable, and distinct for distinct keys.
-
-    The part cut off is checked like the rest (printable characters only): bounding must not let
-    through what the store refuses in a shorter key.
-    """
-    from ..identity import MAX_KEY_LENGTH, validate_allocation_key
-
-    if len(key) <= MAX_KEY_LENGTH:
-        return key
-    for start in range(0, len(key), MAX_KEY_LENGTH):  # the store's rule is per character
-        validate_allocation_key(key[start : start + MAX_KEY_LENGTH])
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
-    rest = key.removeprefix(_DEFAULT_KEY_PREFIX)
-    keep = MAX_KEY_LENGTH - len(BOUNDED_KEY_PREFIX) - 1 - len(digest)
-    return f"{BOUNDED_KEY_PREFIX}{rest[:keep]}#{digest}"
 
 
 class AllocateEpisodeOperator(StoreOperator):
@@ -152,7 +111,7 @@ class AllocateEpisodeOperator(StoreOperator):
             from ..owner import Owner  # here: DAG files import this module on every parse
 
             owner = Owner.of_task(ti.dag_id, ti.task_id, run_id, ti.map_index)
-            store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+            store = self.hook.store
             try:
                 episode = store.allocate(week, key, self.fingerprint, owner=owner)
             finally:
@@ -162,6 +121,8 @@ class AllocateEpisodeOperator(StoreOperator):
 
     def _key(self, dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
         if self.allocation_key is None:
+            from ..task_key import default_allocation_key  # here: DAG files import this module on every parse
+
             return default_allocation_key(dag_id, task_id, run_id, map_index)
         key = str(self.allocation_key)
         if self.key_per_map_index and map_index is not None and map_index >= 0:
@@ -193,10 +154,9 @@ class AllocateEpisodeOperator(StoreOperator):
         dag_zone = getattr(self.dag, "timezone", None)
         if dag_zone is not None and not _is_airflow_default_zone(dag_zone):
             return dag_zone, "the DAG"
+        from ..config import SECTION, env_name, setting
         from ..errors import InvalidConfiguration, InvalidIdentifier
         from ..identity import resolve_timezone
-        from ..provider_config import SECTION, env_name
-        from ._settings import setting
 
         configured = setting("timezone")
         if configured is not None:
@@ -232,7 +192,7 @@ class AllocateEpisodeOperator(StoreOperator):
         """
         from ..errors import IdempotentJobsError, StoreMissing
 
-        store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+        store = self.hook.store
         try:
             store.require_existing()
             held, used, fresh = store.find(key), [e.sequence for e in store.list(week)], ""
@@ -284,3 +244,18 @@ def _is_airflow_default_zone(zone: Any) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return _zone_name(zone) == _zone_name(TIMEZONE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_TASK_KEY:
+        import warnings
+
+        from .. import task_key
+
+        warnings.warn(
+            f"{__name__}.{name} moved to airflow_idempotent_jobs.task_key; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(task_key, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param
 
-from ..ui.links import EpisodeLink
-from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
+from ..links.episode import EpisodeLink
+from ._common import AirflowFailException, StoreOperator, checked_episode_id, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -185,7 +185,7 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
     # -- helpers -----------------------------------------------------------------------------------
     def _open_store(self) -> EpisodeStore:
         with task_errors():
-            return open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+            return self.hook.store
 
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         with task_errors():  # EpisodeNotFound, StoreCorrupted: final; StoreUnavailable: retried

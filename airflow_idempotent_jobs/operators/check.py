@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ._common import AirflowFailException, StoreOperator, open_task_store, refuse_empty_renderings, task_errors
+from ._common import AirflowFailException, StoreOperator, refuse_empty_renderings, task_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -148,7 +148,7 @@ class CheckEpisodesOperator(StoreOperator):
         ids = [str(EpisodeId.parse(item)) for item in self._requested_ids()]
         week = WeekId.parse(self.week) if self.week else None
         manifest = load_manifest(Path(self.manifest)) if self.manifest else None
-        store = open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+        store = self.hook.store
         try:
             try:
                 # A checker never writes: no schema created, none migrated. Before publishing, a check

@@ -11,8 +11,8 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..ui.links import EpisodeLink
-from ._common import AirflowFailException, StoreOperator, checked_episode_id, open_task_store, task_errors
+from ..links.episode import EpisodeLink
+from ._common import AirflowFailException, StoreOperator, checked_episode_id, task_errors
 from ._metrics import paid_try
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ class PaidGenerationOperator(StoreOperator):
 
     def _open_store(self) -> EpisodeStore:
         with task_errors():
-            return open_task_store(self.store, self.store_conn_id, self.lock_timeout)
+            return self.hook.store
 
     def _load(self, store: EpisodeStore, eid: str) -> Episode:
         """The episode and its coherent submission record (`SubmissionLedger.preflight`)."""

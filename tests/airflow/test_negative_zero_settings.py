@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_idempotent_jobs.errors import InvalidConfiguration
-from airflow_idempotent_jobs.ui.settings import weekly_budget
+from airflow_idempotent_jobs.plugins.page_settings import weekly_budget
 
 pytestmark = pytest.mark.airflow
 

@@ -17,9 +17,10 @@ from airflow_idempotent_jobs.errors import (
     StoreUnavailable,
     SubmissionStateUnknown,
 )
+from airflow_idempotent_jobs.hooks.store import default_store_path
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
-from airflow_idempotent_jobs.operators._common import AirflowFailException, default_store_path, task_errors
-from airflow_idempotent_jobs.operators.allocate import default_allocation_key
+from airflow_idempotent_jobs.operators._common import AirflowFailException, task_errors
+from airflow_idempotent_jobs.task_key import default_allocation_key
 
 pytestmark = pytest.mark.airflow
 
@@ -35,14 +36,14 @@ def test_importing_the_operators_loads_no_store_hook_or_paid_layer() -> None:
     # The "Episode" extra link's base class and its module come along (no FastAPI, no plugin).
     assert added == [
         "airflow.sdk.bases.operatorlink",
+        "airflow_idempotent_jobs.links",
+        "airflow_idempotent_jobs.links.episode",
         "airflow_idempotent_jobs.operators",
         "airflow_idempotent_jobs.operators._common",
         "airflow_idempotent_jobs.operators._metrics",
         "airflow_idempotent_jobs.operators.allocate",
         "airflow_idempotent_jobs.operators.check",
         "airflow_idempotent_jobs.operators.paid_generation",
-        "airflow_idempotent_jobs.ui",
-        "airflow_idempotent_jobs.ui.links",
     ]
 
 
@@ -139,20 +140,20 @@ def test_other_errors_stay_retryable(error: Exception) -> None:
     ],
 )
 def test_only_executors_known_to_be_local_count_as_one_host(config: str, distributed: list[str]) -> None:
-    from airflow_idempotent_jobs.operators._executors import distributed_executors
+    from airflow_idempotent_jobs.hooks._executors import distributed_executors
 
     assert distributed_executors(config, environ={}) == distributed
 
 
 def test_a_kubernetes_task_pod_is_distributed_whatever_its_config_says() -> None:
-    from airflow_idempotent_jobs.operators._executors import distributed_executors
+    from airflow_idempotent_jobs.hooks._executors import distributed_executors
 
     (found,) = distributed_executors("LocalExecutor", environ={"AIRFLOW_IS_K8S_EXECUTOR_POD": "True"})
     assert found.startswith("KubernetesExecutor")
 
 
 def test_the_configured_executor_is_read_from_airflows_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_idempotent_jobs.operators._executors import configured_executors
+    from airflow_idempotent_jobs.hooks._executors import configured_executors
 
     monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "LocalExecutor,CeleryExecutor")
     assert configured_executors() == "LocalExecutor,CeleryExecutor"

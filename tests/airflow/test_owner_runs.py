@@ -1,7 +1,7 @@
 """Under real Airflow: the allocating task instance is recorded, and the page uses it.
 
 ``ijo_victim`` allocates (a plain task, a mapped one, one retried after a crash); ``ijo_mimic``
-names the victim in its keys. The page's rule (`ui.auth.Access` over `VisibleStore`, the read
+names the victim in its keys. The page's rule (`plugins.page_auth.Access` over `VisibleStore`, the read
 model of `operations`) is applied to the store the runs left behind, for a viewer of each DAG.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs.operations import week_view
+from airflow_idempotent_jobs.plugins.page_auth import Access, VisibleStore
 from airflow_idempotent_jobs.stores import open_store
-from airflow_idempotent_jobs.ui.auth import Access, VisibleStore
 from tests.airflow.conftest import AirflowHome, scenario
 from tests.airflow.scenario_process import observed, scenario_home, ti
 

@@ -19,8 +19,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")  # at import, not ours
     from fastapi.testclient import TestClient
 
-from airflow_idempotent_jobs.ui import app as page
-from airflow_idempotent_jobs.ui.auth import Access, api_user
+from airflow_idempotent_jobs.plugins import page_app as page
+from airflow_idempotent_jobs.plugins.page_auth import Access, api_user
 from tests.hostile_store_urls import HOSTILE, Hostile, leaked
 
 pytestmark = pytest.mark.airflow

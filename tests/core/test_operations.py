@@ -302,7 +302,7 @@ def test_owner_of(key: str, owner: Owner | None) -> None:
 
 
 def test_owner_of_the_operators_own_keys() -> None:
-    from airflow_idempotent_jobs.operators.allocate import default_allocation_key
+    from airflow_idempotent_jobs.task_key import default_allocation_key
 
     assert owner_of(default_allocation_key("dag", "task", RUN, None)) == Owner("dag", "task", RUN, None)
     assert owner_of(default_allocation_key("dag", "task", RUN, 41)) == Owner("dag", "task", RUN, 41)

@@ -1,7 +1,7 @@
 """The read model: one damaged record does not take its whole week down.
 
 The week's other episodes are listed, counted and totalled; the damaged one is named in
-``damaged`` (the page shows that list to store-wide users only, `ui.auth.VisibleStore`), and the
+``damaged`` (the page shows that list to store-wide users only, `plugins.page_auth.VisibleStore`), and the
 totals say they leave it out. Both stores; records damaged around the store (`Backend.corrupt`).
 """
 

@@ -18,7 +18,7 @@ from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.episode import Episode
 from airflow_idempotent_jobs.errors import AllocationConflict, InvalidIdentifier, StoreCorrupted
 from airflow_idempotent_jobs.operations import Owner, episode_view, week_view
-from airflow_idempotent_jobs.operators.allocate import default_allocation_key
+from airflow_idempotent_jobs.task_key import default_allocation_key
 from tests.backends import Backend, FileBackend
 
 WEEK = "2026-W32"

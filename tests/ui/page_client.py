@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi import Request
 
-from airflow_idempotent_jobs.ui import app as page
-from airflow_idempotent_jobs.ui.auth import Access, api_user
+from airflow_idempotent_jobs.plugins import page_app as page
+from airflow_idempotent_jobs.plugins.page_auth import Access, api_user
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")  # at import, not ours

@@ -12,8 +12,8 @@ import pytest
 from airflow_idempotent_jobs.episode import Episode
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.operations import Owner
+from airflow_idempotent_jobs.plugins.page_auth import Access
 from airflow_idempotent_jobs.stores import open_store
-from airflow_idempotent_jobs.ui.auth import Access
 
 VIEWER = Access(readable_dags=frozenset({"alpha"}), known_dags=frozenset(), store_wide=False)
 ADMIN = Access(readable_dags=frozenset({"alpha", "beta"}), known_dags=frozenset({"alpha", "beta"}), store_wide=True)

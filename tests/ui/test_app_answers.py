@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_idempotent_jobs.ui.auth import Access
+from airflow_idempotent_jobs.plugins.page_auth import Access
 from e2e.ui_seed import ALPHA, BETA, Seeded, seed
 from tests.backends import Backend
 from tests.ui.page_client import Get, page_client

@@ -10,8 +10,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from airflow_idempotent_jobs.plugins.page_auth import Access
 from airflow_idempotent_jobs.stores import pg_schema
-from airflow_idempotent_jobs.ui.auth import Access
 from tests.pg import catalog, install_schema
 from tests.ui.page_client import page_client
 

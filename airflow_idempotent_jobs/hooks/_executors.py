@@ -31,7 +31,7 @@ K8S_POD_MARKER: Final = "AIRFLOW_IS_K8S_EXECUTOR_POD"
 
 def configured_executors() -> str:
     """``[core] executor`` as configured; an unreadable value is reported as such (and is not local)."""
-    from ._settings import airflow_conf
+    from ..config import airflow_conf
 
     try:
         value = airflow_conf().get("core", "executor", fallback="")

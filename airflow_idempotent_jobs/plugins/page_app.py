@@ -25,8 +25,8 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from .auth import VisibleStore, access_for, api_user, page_user
-from .settings import PageStore, current_week, page_now, weekly_budget
+from .page_auth import VisibleStore, access_for, api_user, page_user
+from .page_settings import PageStore, current_week, page_now, weekly_budget
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

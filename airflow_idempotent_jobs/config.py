@@ -1,17 +1,18 @@
 """The provider's ``[idempotent_jobs]`` Airflow configuration section: its description and its reader.
 
-The description goes into the provider info (``config``), so Airflow documents the options, lists
-them in ``airflow config list`` and accepts ``AIRFLOW__IDEMPOTENT_JOBS__<OPTION>`` (and, for the
-sensitive ``store``, ``..._SECRET`` and ``..._CMD``). Task code reads the options with
-`operators._settings.setting`, through Airflow's configuration API, never the metadata database.
-This module is data only: it imports nothing of Airflow (the providers manager imports it).
+The description (`OPTIONS`) goes into the provider info (``config``), so Airflow documents the
+options, lists them in ``airflow config list`` and accepts ``AIRFLOW__IDEMPOTENT_JOBS__<OPTION>``
+(and, for the sensitive ``store``, ``..._SECRET`` and ``..._CMD``). The operators and the plugin
+read them with `setting`, through Airflow's configuration API (the Task SDK's parser on Airflow
+>= 3.1), never the metadata database; only `setting` refuses an option not described here.
+Airflow is imported only when a value is read: the providers manager imports this module.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["OPTIONS", "SECTION", "config_description", "env_name"]
+__all__ = ["OPTIONS", "SECTION", "airflow_conf", "config_description", "env_name", "setting"]
 
 SECTION: Final = "idempotent_jobs"
 
@@ -78,3 +79,21 @@ def config_description() -> dict[str, Any]:
 def env_name(option: str) -> str:
     """The environment variable that sets ``option``: ``AIRFLOW__IDEMPOTENT_JOBS__STORE``."""
     return f"AIRFLOW__{SECTION.upper()}__{option.upper()}"
+
+
+def setting(option: str) -> str | None:
+    """The option's value from Airflow's configuration, stripped; None when unset or empty."""
+    if option not in OPTIONS:
+        raise KeyError(option)
+    value = airflow_conf().get(SECTION, option, fallback="")
+    text = value.strip() if isinstance(value, str) else ""
+    return text or None
+
+
+def airflow_conf() -> Any:
+    """Airflow's configuration as task code may read it."""
+    try:
+        from airflow.sdk import conf
+    except ImportError:  # pragma: no cover - older Airflow
+        from airflow.configuration import conf  # type: ignore[assignment,no-redef,unused-ignore]
+    return conf

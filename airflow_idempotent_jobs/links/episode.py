@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["URL_PREFIX", "EpisodeLink", "episode_id_from", "episode_url"]
 
-#: Where the api-server mounts the plugin's app (`ui.plugin`).
+#: Where the api-server mounts the plugin's app (`plugins.idempotent_jobs`).
 URL_PREFIX = "/idempotent-jobs"
 
 
@@ -54,7 +54,7 @@ class EpisodeLink(BaseOperatorLink):
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from airflow.sdk.bases.xcom import BaseXCom
 
-        from ..operators._settings import airflow_conf
+        from ..config import airflow_conf
 
         rendered = getattr(operator, "episode_id", None)
         episode_id = episode_id_from(rendered)

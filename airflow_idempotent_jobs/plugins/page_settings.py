@@ -1,7 +1,7 @@
 """What the page reads from ``[idempotent_jobs]``: the store, the weekly budget, the current week.
 
-The store is the one the operators use by default (`operators._common.open_task_store` with
-nothing named on a task), so the page and the tasks can never look at different stores.
+The store is the one the operators use by default (`hooks.store.EpisodeStoreHook` with nothing
+named on a task), so the page and the tasks can never look at different stores.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ __all__ = ["PageStore", "current_week", "page_now", "weekly_budget"]
 
 def weekly_budget() -> float | None:
     """``[idempotent_jobs] weekly_budget``: a finite number >= 0 (not ``-0``), or None when unset."""
+    from ..config import SECTION, env_name, setting
     from ..episode import amount_problem
     from ..errors import InvalidConfiguration
-    from ..operators._settings import setting
-    from ..provider_config import SECTION, env_name
 
     text = setting("weekly_budget")
     if text is None:
@@ -41,10 +40,9 @@ def weekly_budget() -> float | None:
 
 def page_now() -> dt.datetime:
     """Now, in ``[idempotent_jobs] timezone``, else ``[core] default_timezone``: its ISO week is "current"."""
+    from ..config import SECTION, airflow_conf, env_name, setting
     from ..errors import InvalidConfiguration, InvalidIdentifier
     from ..identity import resolve_timezone
-    from ..operators._settings import airflow_conf, setting
-    from ..provider_config import SECTION, env_name
 
     configured = setting("timezone")
     field = f"[{SECTION}] timezone ({env_name('timezone')})"
@@ -82,10 +80,10 @@ class PageStore:
         """The store, checked to exist on every call: the page never creates or upgrades one."""
         with self._lock:
             if self._store is None:
-                from ..operators._common import open_task_store
+                from ..hooks.store import EpisodeStoreHook
 
                 self._secrets = _configured_secrets()
-                self._store = open_task_store(None, None, None)
+                self._store = EpisodeStoreHook(None).store
             store = self._store
         store.require_existing()  # a missing store is 503, not a new empty one (cheap once it exists)
         return store
@@ -100,8 +98,8 @@ class PageStore:
 
 def _configured_secrets() -> list[str]:
     """The passwords the configured store URL or Connection carries (to keep them out of answers)."""
+    from ..config import setting
     from ..hooks._store_url import url_passwords
-    from ..operators._settings import setting
 
     url, conn_id = setting("store"), setting("store_conn_id")
     found = url_passwords(url) if url else []

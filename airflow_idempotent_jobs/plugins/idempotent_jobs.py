@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from .links import URL_PREFIX
+from ..links.episode import URL_PREFIX
 
 __all__ = ["IdempotentJobsPlugin"]
 
@@ -21,14 +21,14 @@ def _base_path() -> str:
     """The path of ``[api] base_url`` (``/airflow`` behind a proxy), so the menu link works there too."""
     from urllib.parse import urlsplit
 
-    from ..operators._settings import airflow_conf
+    from ..config import airflow_conf
 
     base = airflow_conf().get("api", "base_url", fallback="") or ""
     return urlsplit(base).path.rstrip("/")
 
 
 def _fastapi_apps() -> list[dict[str, Any]]:
-    from .app import create_app
+    from .page_app import create_app
 
     return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Idempotent Jobs"}]
 

@@ -1,15 +1,20 @@
-"""Which Airflow task instance owns an episode: the one recorded at allocation, else the key's word.
+"""The operators' default allocation key: its format, and the owner read back from it.
+
+Writing (`default_allocation_key`, used by ``AllocateEpisodeOperator``) and reading (`owner_of`,
+used by the read model and the allocation rule) live here together, so the two cannot drift apart.
+
+Which Airflow task instance owns an episode: the one recorded at allocation, else the key's word.
 
 `episode_owner` is the page's answer: the owner the operator recorded (`owner.OWNER_KEY`,
 source ``recorded``), else, for episodes allocated outside Airflow's operator (the CLI, the
 library, the operator of an earlier release), the owner the allocation key names (source
 ``key``). A key is the DAG author's choice, so a key's owner is shown marked and proves nothing:
-the page grants a DAG's viewers nothing on its word (`ui.auth.Access`).
+the page grants a DAG's viewers nothing on its word (`plugins.page_auth.Access`).
 
 Reading an owner from a key:
 
 The operators' default key is ``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a
-mapped task (`operators.allocate.default_allocation_key`); over 512 characters it is bounded to
+mapped task (`default_allocation_key`); over 512 characters it is bounded to
 ``airflow#{prefix}#{sha256}``. Airflow forbids ``:`` in dag and task ids (``[\\w.-]+``), so the first
 two fields are certain. The run id may hold ``:`` (``manual__2026-08-03T10:00:00+00:00``), so a final
 ``:N`` is ambiguous. The rule used here:
@@ -30,6 +35,7 @@ no owner. No Airflow import: this is the core.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -39,16 +45,58 @@ from .owner import Owner
 if TYPE_CHECKING:
     from .episode import Episode
 
-__all__ = ["Owner", "OwnerSource", "episode_owner", "owner_of"]
+__all__ = [
+    "BOUNDED_KEY_PREFIX",
+    "Owner",
+    "OwnerSource",
+    "bounded_allocation_key",
+    "default_allocation_key",
+    "episode_owner",
+    "owner_of",
+]
 
 #: Where an episode's owner came from: the allocation's own record, or its key.
 OwnerSource = Literal["recorded", "key"]
+#: A default key over 512 characters becomes ``airflow#<readable prefix>#<sha256 of the whole>``.
+#: Every other default key starts ``airflow:``, so a bounded key never equals an unbounded one.
+BOUNDED_KEY_PREFIX: Final = "airflow#"
 _PLAIN_PREFIX: Final = "airflow:"
-_BOUNDED_PREFIX: Final = "airflow#"
 _MAP_INDEX: Final = re.compile(r"(?P<run>.+):(?P<index>0|[1-9][0-9]{0,9})")
 #: What an ISO timestamp's tail looks like: a clock time or a UTC offset, each ending ``:NN``.
 _TIME_TAIL: Final = re.compile(r"(?:T\d\d:\d\d(?::\d\d(?:\.\d+)?)?|[+-]\d\d:\d\d)\Z")
 _BOUNDED: Final = re.compile(r"airflow#(?P<prefix>.*)#[0-9a-f]{64}", re.DOTALL)
+
+
+def default_allocation_key(dag_id: str, task_id: str, run_id: str, map_index: int | None) -> str:
+    """``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a mapped task instance.
+
+    Airflow allows 250 characters for each id, so the key can pass the store's 512: it is then
+    bounded (`bounded_allocation_key`), the same way on every try. Keys up to 512 characters are
+    exactly what they always were, so existing episodes are found again.
+    """
+    key = f"{_PLAIN_PREFIX}{dag_id}:{task_id}:{run_id}"
+    if map_index is not None and map_index >= 0:
+        key += f":{map_index}"
+    return bounded_allocation_key(key)
+
+
+def bounded_allocation_key(key: str) -> str:
+    """``key`` itself up to 512 characters; else ``airflow#`` + its first characters + ``#`` + the
+    sha256 of all of it: 512 characters, readable, stable, and distinct for distinct keys.
+
+    The part cut off is checked like the rest (printable characters only): bounding must not let
+    through what the store refuses in a shorter key.
+    """
+    from .identity import MAX_KEY_LENGTH, validate_allocation_key
+
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    for start in range(0, len(key), MAX_KEY_LENGTH):  # the store's rule is per character
+        validate_allocation_key(key[start : start + MAX_KEY_LENGTH])
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    rest = key.removeprefix(_PLAIN_PREFIX)
+    keep = MAX_KEY_LENGTH - len(BOUNDED_KEY_PREFIX) - 1 - len(digest)
+    return f"{BOUNDED_KEY_PREFIX}{rest[:keep]}#{digest}"
 
 
 def episode_owner(episode: Episode) -> tuple[Owner | None, OwnerSource | None]:

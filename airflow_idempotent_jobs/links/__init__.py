@@ -1,0 +1,1 @@
+"""Operator extra links (Airflow providers keep theirs in ``links/``): the "Episode" button."""
