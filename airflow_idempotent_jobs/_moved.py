@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["MOVED", "install"]
 
 #: Old module path -> the module that holds its names now.
-MOVED: Final[dict[str, str]] = {}
+MOVED: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.stores.file_check": "airflow_idempotent_jobs.stores.file._checker",
+}
 
 
 class _MovedFinder:

@@ -8,9 +8,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..episode import Episode
-from ..errors import AllocationConflict
-from ..identity import EpisodeId, WeekId
+from ...episode import Episode
+from ...errors import AllocationConflict
+from ...identity import EpisodeId, WeekId
+from ..durable import TMP_PREFIX, SyncBatch, write_durable
 from ._key_index import IndexCopied, IndexDamaged, key_digest
 from ._week_history import (
     HISTORY_FILE,
@@ -22,10 +23,9 @@ from ._week_history import (
     mark_line,
     read_history_tail,
 )
-from .durable import TMP_PREFIX, SyncBatch, write_durable
 
 if TYPE_CHECKING:
-    from .file import FileEpisodeStore
+    from ._store import FileEpisodeStore
 
 __all__ = ["STATE_FILE", "FileSession"]
 

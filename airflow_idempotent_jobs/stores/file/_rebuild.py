@@ -24,15 +24,15 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId, WeekId
+from ...episode import SCHEMA_VERSION, Episode, utc_now
+from ...errors import StoreCorrupted
+from ...identity import EpisodeId, WeekId
+from ..durable import SyncBatch, require_dir, tmp_name, write_durable
 from ._key_index import BUCKET_CHARS, LAYOUT, key_digest, log_line
 from ._week_history import HISTORY_FILE, read_week_log
-from .durable import SyncBatch, require_dir, tmp_name, write_durable
 
 if TYPE_CHECKING:
-    from .file import FileEpisodeStore
+    from ._store import FileEpisodeStore
 
 __all__ = ["rebuild"]
 

@@ -10,15 +10,15 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
-from ..episode import Episode
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId, WeekId
-from ..owner import OWNER_KEY
+from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
+from ...episode import Episode
+from ...errors import StoreCorrupted
+from ...identity import EpisodeId, WeekId
+from ...owner import OWNER_KEY
+from ..durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
 from ._key_index import BUCKET_CHARS, parse_log_line
+from ._store import STATE_FILE, FileEpisodeStore, key_digest
 from ._week_history import HISTORY_FILE, fresh_episode, read_week_log
-from .durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
-from .file import STATE_FILE, FileEpisodeStore, key_digest
 
 __all__ = ["check_file_store"]
 

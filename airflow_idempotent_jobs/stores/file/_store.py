@@ -11,7 +11,7 @@ Layout under the root (every JSON file carries ``schema_version``)::
                                         from its entry
     episodes/<week>/.tmp-*              leftovers of interrupted writes: never read
     index/...                           the key index: markers and key logs (derived; see `_key_index`),
-                                        sealed to its directories: a copied one is rebuilt (`_index_rebuild`)
+                                        sealed to its directories: a copied one is rebuilt (`_rebuild`)
 
 An allocation's write order and why it is durable are in `FileSession`.
 
@@ -37,10 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import safe_json
-from ..check import DamagedRecord, WeekRead
-from ..episode import SCHEMA_VERSION, Episode, is_negative_zero, utc_now
-from ..errors import (
+from ... import safe_json
+from ...check import DamagedRecord, WeekRead
+from ...episode import SCHEMA_VERSION, Episode, is_negative_zero, utc_now
+from ...errors import (
     AllocationConflict,
     InvalidConfiguration,
     InvalidIdentifier,
@@ -48,12 +48,25 @@ from ..errors import (
     StoreMissing,
     StoreUnavailable,
 )
-from ..identity import EpisodeId, WeekId
-from ._file_lock import LockTimeout, StoreLock
-from ._file_session import STATE_FILE, FileSession
+from ...identity import EpisodeId, WeekId
+from ..base import EpisodeStore
+from ..durable import (
+    TMP_PREFIX,
+    fsync_dir,
+    read_file,
+    read_json,
+    read_versioned,
+    require_dir,
+    tmp_name,
+    write_all,
+    write_durable,
+    write_file_synced,
+)
 from ._fresh_record import record_bytes
-from ._index_rebuild import rebuild
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexCopied, IndexDamaged, KeyIndex, Seal, key_digest
+from ._lock import LockTimeout, StoreLock
+from ._rebuild import rebuild
+from ._session import STATE_FILE, FileSession
 from ._week_history import (
     HISTORY_FILE,
     append_history,
@@ -66,22 +79,9 @@ from ._week_history import (
     read_history_tail,
     read_week_log,
 )
-from .base import EpisodeStore
-from .durable import (
-    TMP_PREFIX,
-    fsync_dir,
-    read_file,
-    read_json,
-    read_versioned,
-    require_dir,
-    tmp_name,
-    write_all,
-    write_durable,
-    write_file_synced,
-)
 
 if TYPE_CHECKING:
-    from ..check import CheckReport, EpisodeRule
+    from ...check import CheckReport, EpisodeRule
 
 __all__ = ["HISTORY_FILE", "STATE_FILE", "FileEpisodeStore", "key_digest"]
 
@@ -227,7 +227,7 @@ class FileEpisodeStore(EpisodeStore):
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): never locks, never writes, never repairs."""
-        from .file_check import check_file_store
+        from ._checker import check_file_store
 
         return check_file_store(self, ids, rules)
 
@@ -235,7 +235,7 @@ class FileEpisodeStore(EpisodeStore):
     def rebuild_index(self) -> int:
         """Rebuild the key index and week histories from the episode files; returns episodes seen.
 
-        The operator's rebuild: what only the old index knew is forgotten (`_index_rebuild`).
+        The operator's rebuild: what only the old index knew is forgotten (`_rebuild`).
         """
         with self._session(check_index=False):
             count = self._rebuild_index(guard=False)
@@ -392,7 +392,7 @@ class FileEpisodeStore(EpisodeStore):
         self._ready = True
 
     def _rebuild_index(self, *, guard: bool = True, histories: bool = True) -> int:
-        """Under the lock: rebuild the index and histories (`_index_rebuild`); ``guard``: never forget."""
+        """Under the lock: rebuild the index and histories (`_rebuild`); ``guard``: never forget."""
         return rebuild(self, guard=guard, histories=histories)
 
     def history_highest(self, week: WeekId, *, whole: bool = False) -> int | None:
@@ -537,7 +537,7 @@ class FileEpisodeStore(EpisodeStore):
     def _history_from(self, week: WeekId, members: builtins.list[Episode], floor: int | None = None) -> bytes:
         """A history of ``members`` that never lowers the highest sequence nor forgets a commit.
 
-        ``floor``: a highest sequence known from elsewhere (an old key log's line, `_index_rebuild`).
+        ``floor``: a highest sequence known from elsewhere (an old key log's line, `_rebuild`).
 
         Members known only from their entry get their record written durably first, since the new
         history marks every record that is not fresh. An entry whose record is gone for good (lost
