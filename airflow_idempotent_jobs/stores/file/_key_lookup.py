@@ -1,8 +1,14 @@
-"""Which committed episodes carry a key: the key index and the holders' weeks, read (and repaired)."""
+"""Which committed episodes carry a key: a pure read of the key index and the holders' weeks.
+
+The lookup never writes. What it finds missing from the index (a holder without its marker or its
+log line, a holder known only from its history entry) it names in `KeyHolders`; a writer holding
+the lock gives it back (`_writes.repair_holders`), readers leave it for the next writer.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ... import safe_json
 from ...episode import Episode
@@ -10,22 +16,44 @@ from ...errors import AllocationConflict, StoreCorrupted
 from ...identity import EpisodeId, WeekId
 from ..durable import read_file, require_dir
 from ._tree import STATE_FILE, StoreTree
-from ._writes import write_back
 
-__all__ = ["holders"]
+__all__ = ["KeyHolders", "Unindexed", "find_holders"]
 
 
-def holders(tree: StoreTree, allocation_key: str, *, repair: bool) -> list[Episode]:
+@dataclass(frozen=True)
+class Unindexed:
+    """A holder the key index lacks an entry for (lost by a crash, or copied in from a backup)."""
+
+    episode_id: str
+    #: It has no marker for the key.
+    marker: bool
+    #: The key log has no line for it.
+    log: bool
+
+
+@dataclass(frozen=True)
+class KeyHolders:
+    """What a lookup of one key found."""
+
+    #: The key's digest: it names the index bucket and log.
+    digest: str
+    #: Every committed episode carrying the key (normally zero or one).
+    episodes: tuple[Episode, ...]
+    #: Holders whose index entries are missing, for a writer to give back.
+    unindexed: tuple[Unindexed, ...]
+
+
+def find_holders(tree: StoreTree, allocation_key: str) -> KeyHolders:
     """Every committed episode carrying the key, as far as the index and the holders' weeks tell.
 
     Both index records are read; a log line whose episode is gone or now carries another key
     fails closed. The week of each holder is then read whole (a retry is rare, and a week is
     small): a record copied in from a backup or edited by hand to carry the key shows up as a
-    second holder. ``repair`` (under the lock) gives holders back the index entries they lack.
-    `IndexDamaged` passes through.
+    second holder. `IndexDamaged` passes through.
     """
     lookup = tree.index.lookup(allocation_key)
     found: dict[str, Episode] = {}
+    unindexed: list[Unindexed] = []
     for text in sorted(lookup.marked | lookup.logged):
         episode_id = EpisodeId.parse(text)
         episode = tree.load(episode_id)
@@ -35,18 +63,14 @@ def holders(tree: StoreTree, allocation_key: str, *, repair: bool) -> list[Episo
                 _vouched_but_gone(tree, allocation_key, episode_id, episode)
             continue  # a marker left by an allocation that crashed before its commit
         found[text] = episode
-        if repair and (text not in lookup.marked or not vouched):
-            tree.index.repair(lookup.digest, text, marker=text not in lookup.marked, log=not vouched)
-        if repair:
-            write_back(tree, episode)
+        if text not in lookup.marked or not vouched:
+            unindexed.append(Unindexed(text, marker=text not in lookup.marked, log=not vouched))
     for week in sorted({EpisodeId.parse(text).week for text in found}):
         for other in _carrying(tree, week, allocation_key):
             if other.episode_id not in found:
                 found[other.episode_id] = other
-                if repair:
-                    tree.index.repair(lookup.digest, other.episode_id, marker=True, log=True)
-                    write_back(tree, other)
-    return list(found.values())
+                unindexed.append(Unindexed(other.episode_id, marker=True, log=True))
+    return KeyHolders(lookup.digest, tuple(found.values()), tuple(unindexed))
 
 
 def _carrying(tree: StoreTree, week: WeekId, allocation_key: str) -> Iterator[Episode]:

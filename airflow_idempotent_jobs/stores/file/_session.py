@@ -12,7 +12,7 @@ from ...errors import AllocationConflict
 from ...identity import EpisodeId, WeekId
 from ..durable import TMP_PREFIX, SyncBatch, write_durable
 from ._key_index import IndexCopied, IndexDamaged, key_digest
-from ._key_lookup import holders
+from ._key_lookup import find_holders
 from ._rebuild import rebuild
 from ._tree import StoreTree
 from ._week_history import (
@@ -25,7 +25,7 @@ from ._week_history import (
     mark_line,
     read_history_tail,
 )
-from ._writes import index_committed, mark_rewritten, materialize, stage, upgrade_history
+from ._writes import index_committed, mark_rewritten, materialize, repair_holders, stage, upgrade_history
 
 __all__ = ["FileSession"]
 
@@ -59,16 +59,19 @@ class FileSession:
         self._weeks: dict[WeekId, tuple[HistoryTail | None, builtins.list[EpisodeId]]] = {}
 
     def holders(self, allocation_key: str) -> list[Episode]:
+        """The lookup (a pure read), then, since this session holds the lock, its repair."""
         tree = self._tree
         try:
-            return holders(tree, allocation_key, repair=True)
+            found = find_holders(tree, allocation_key)
         except IndexDamaged as damage:
             # A bucket, a log or an index directory is gone, or the index is a copy (restored under
             # this store object): rebuild from the records (never forgetting what the old index
             # proves), then look.
             rebuild(tree, guard=True, histories=not isinstance(damage, IndexCopied))
             self._weeks.clear()
-            return holders(tree, allocation_key, repair=True)
+            found = find_holders(tree, allocation_key)
+        repair_holders(tree, found)
+        return list(found.episodes)
 
     def load(self, episode_id: EpisodeId) -> Episode | None:
         return self._tree.load(episode_id)

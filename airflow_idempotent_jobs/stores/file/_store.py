@@ -2,7 +2,8 @@
 
 The layout, the write order and why it is durable are in docs/design.md ("The file store"). Here:
 the lock (`StoreLock`) around each `FileSession`, the first locked call's set-up (``store.json``,
-an index this tree cannot vouch for rebuilt), and the unlocked reads, which go to `StoreTree`.
+an index this tree cannot vouch for rebuilt), and the unlocked reads, which go to `StoreTree` and
+`find_holders` and never write.
 
 Nothing under the root is ever read or written through a symbolic link, and only regular files
 are opened (see `durable.require_dir` and `durable.open_regular`): a link is `StoreCorrupted`
@@ -29,7 +30,7 @@ from ...identity import EpisodeId, WeekId
 from ..base import EpisodeStore
 from ..durable import write_durable
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexCopied, IndexDamaged, KeyIndex, Seal
-from ._key_lookup import holders
+from ._key_lookup import find_holders
 from ._lock import LockTimeout, StoreLock
 from ._rebuild import rebuild
 from ._session import FileSession
@@ -109,9 +110,9 @@ class FileEpisodeStore(EpisodeStore):
         """The highest sequence the week's history records (its tail, or ``whole`` file), None if none."""
         return self.tree.history_highest(week, whole=whole)
 
-    def holders(self, allocation_key: str, *, repair: bool) -> builtins.list[Episode]:
-        """Every committed episode carrying the key (`_key_lookup.holders`); ``repair`` under the lock."""
-        return holders(self.tree, allocation_key, repair=repair)
+    def holders(self, allocation_key: str) -> builtins.list[Episode]:
+        """Every committed episode carrying the key (`find_holders`): a pure read, it repairs nothing."""
+        return list(find_holders(self.tree, allocation_key).episodes)
 
     # -- port ----------------------------------------------------------------------------------
     @property
@@ -177,7 +178,7 @@ class FileEpisodeStore(EpisodeStore):
                 return []
             if os.path.lexists(self.tree.index.meta):
                 try:
-                    return self.holders(allocation_key, repair=False)
+                    return self.holders(allocation_key)
                 except IndexDamaged:
                     pass  # rebuilt by the next locked call; until then the records answer
             return [e for e in self.tree.scan(None) if e.allocation_key == allocation_key]

@@ -16,6 +16,7 @@ from ...identity import EpisodeId, WeekId
 from ..durable import fsync_dir, require_dir, tmp_name, write_all, write_durable, write_file_synced
 from ._fresh_record import record_bytes
 from ._key_index import IndexDamaged, key_digest
+from ._key_lookup import KeyHolders
 from ._tree import STATE_FILE, StoreTree
 from ._week_history import (
     HISTORY_FILE,
@@ -33,6 +34,7 @@ __all__ = [
     "index_committed",
     "mark_rewritten",
     "materialize",
+    "repair_holders",
     "stage",
     "upgrade_history",
     "write_back",
@@ -93,6 +95,20 @@ def write_back(tree: StoreTree, episode: Episode) -> None:
         materialize(tree, episode, durable=False)
     except OSError:
         pass  # the entry still holds it
+
+
+def repair_holders(tree: StoreTree, holders: KeyHolders) -> None:
+    """Best effort: give a lookup's holders the index entries and the records they lack.
+
+    Never fails the caller: a store that cannot be written still answers (what is missing stays
+    missing, and ``check`` keeps reporting it).
+    """
+    missing = {u.episode_id: u for u in holders.unindexed}
+    for episode in holders.episodes:
+        gap = missing.get(episode.episode_id)
+        if gap is not None:
+            tree.index.repair(holders.digest, gap.episode_id, marker=gap.marker, log=gap.log)
+        write_back(tree, episode)
 
 
 def index_committed(tree: StoreTree, episodes: list[Episode]) -> None:
