@@ -32,6 +32,7 @@ MOVED: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.ui.links": "airflow_idempotent_jobs.links.episode",
     "airflow_idempotent_jobs.ui.plugin": "airflow_idempotent_jobs.plugins.idempotent_jobs",
     "airflow_idempotent_jobs.ui.settings": "airflow_idempotent_jobs.plugins.page_settings",
+    "airflow_idempotent_jobs.stores.file_check": "airflow_idempotent_jobs.stores.file._checker",
 }
 
 #: Old ``module.Name`` -> the module that defines ``Name`` now.

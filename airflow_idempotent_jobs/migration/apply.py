@@ -41,9 +41,9 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..identity import EpisodeId, WeekId, validate_allocation_key
-from ..stores._file_lock import LockTimeout, StoreLock
 from ..stores.durable import TMP_PREFIX, fsync_dir, read_json, require_dir, tmp_name, write_durable
 from ..stores.file import FileEpisodeStore
+from ..stores.file._lock import LockTimeout, StoreLock
 from .json_files import UnsafeJson, read_json_file
 from .legacy import LegacyJob, SkippedSource, check_legacy_approvals, cost_total, scan_legacy, sha256_file
 from .manifest import (

@@ -11,8 +11,8 @@ from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.owner import Owner
-from airflow_idempotent_jobs.stores._fresh_record import record_bytes
 from airflow_idempotent_jobs.stores.durable import dump_json
+from airflow_idempotent_jobs.stores.file._fresh_record import record_bytes
 
 KEYS = st.text(min_size=1, max_size=80)
 FINGERPRINTS = st.none() | st.text(alphabet=st.characters(blacklist_categories=("Z", "C")), min_size=1, max_size=40)

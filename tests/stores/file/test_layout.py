@@ -202,6 +202,6 @@ def test_a_listing_taken_before_a_record_was_renamed_in_still_lists_it(
     store = FileEpisodeStore(tmp_path / "store")
     store.allocate("2026-W32", "job-0")
     store.update("2026-W32-0", lambda e: dataclasses.replace(e, metadata={"note": "rewritten"}))
-    monkeypatch.setattr(store, "committed_ids", lambda week: [])
+    monkeypatch.setattr(store.tree, "committed_ids", lambda week: [])
     (listed,) = store.list("2026-W32")
     assert listed.metadata == {"note": "rewritten"}

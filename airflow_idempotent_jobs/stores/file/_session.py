@@ -6,12 +6,15 @@ import builtins
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..episode import Episode
-from ..errors import AllocationConflict
-from ..identity import EpisodeId, WeekId
+from ...episode import Episode
+from ...errors import AllocationConflict
+from ...identity import EpisodeId, WeekId
+from ..durable import TMP_PREFIX, SyncBatch, write_durable
 from ._key_index import IndexCopied, IndexDamaged, key_digest
+from ._key_lookup import find_holders
+from ._rebuild import rebuild
+from ._tree import StoreTree
 from ._week_history import (
     HISTORY_FILE,
     HISTORY_VERSION,
@@ -22,15 +25,9 @@ from ._week_history import (
     mark_line,
     read_history_tail,
 )
-from .durable import TMP_PREFIX, SyncBatch, write_durable
+from ._writes import index_committed, mark_rewritten, materialize, repair_holders, stage, upgrade_history
 
-if TYPE_CHECKING:
-    from .file import FileEpisodeStore
-
-__all__ = ["STATE_FILE", "FileSession"]
-
-#: The episode record inside each episode directory (written after the commit: see `FileSession`).
-STATE_FILE = "state.json"
+__all__ = ["FileSession"]
 
 
 class FileSession:
@@ -50,31 +47,34 @@ class FileSession:
     inodes (directory and file) are never synced. A crash before the entry leaves only ignored leftovers (a marker whose
     episode has no entry) and consumes no sequence. A crash or a power loss after it may lose the
     record or the log line: the entry holds the whole fresh record, so readers rebuild it from the
-    entry (`FileEpisodeStore._load`) and the next locked call that meets it writes it back. The
+    entry (`StoreTree.load`) and the next locked call that meets it writes it back. The
     week directory's link count tells, for one ``lstat``, whether it holds exactly the episodes
     its history lists; when it does not, the directory is listed, and records the history missed
     (written by an older version, or moved in by a migration) are appended to it.
     """
 
-    def __init__(self, store: FileEpisodeStore) -> None:
-        self._store = store
+    def __init__(self, tree: StoreTree) -> None:
+        self._tree = tree
         #: Per week seen in this session: its history's tail and the committed ids past it.
         self._weeks: dict[WeekId, tuple[HistoryTail | None, builtins.list[EpisodeId]]] = {}
 
     def holders(self, allocation_key: str) -> list[Episode]:
-        store = self._store
+        """The lookup (a pure read), then, since this session holds the lock, its repair."""
+        tree = self._tree
         try:
-            return store.holders(allocation_key, repair=True)
+            found = find_holders(tree, allocation_key)
         except IndexDamaged as damage:
             # A bucket, a log or an index directory is gone, or the index is a copy (restored under
             # this store object): rebuild from the records (never forgetting what the old index
             # proves), then look.
-            store._rebuild_index(histories=not isinstance(damage, IndexCopied))
+            rebuild(tree, guard=True, histories=not isinstance(damage, IndexCopied))
             self._weeks.clear()
-            return store.holders(allocation_key, repair=True)
+            found = find_holders(tree, allocation_key)
+        repair_holders(tree, found)
+        return list(found.episodes)
 
     def load(self, episode_id: EpisodeId) -> Episode | None:
-        return self._store._load(episode_id)
+        return self._tree.load(episode_id)
 
     def highest_sequence(self, week: WeekId) -> int | None:
         tail, missed = self._week_state(week)
@@ -87,15 +87,15 @@ class FileSession:
         """The week's history tail and the committed ids past it, found once per session."""
         state = self._weeks.get(week)
         if state is None:
-            store = self._store
-            status = store.week_stat(week)
+            tree = self._tree
+            status = tree.week_stat(week)
             if status is None:
                 state = (None, [])
             else:
-                path = f"{store._week(week)}/{HISTORY_FILE}"
+                path = f"{tree.week(week)}/{HISTORY_FILE}"
                 tail = read_history_tail(path, week)
                 if tail is not None and tail.version is not None and tail.version < HISTORY_VERSION:
-                    store.upgrade_history(week)  # before anything is appended to it
+                    upgrade_history(tree, week)  # before anything is appended to it
                     tail = read_history_tail(path, week)
                 listed = -1 if tail is None or tail.highest is None else tail.highest
                 # A directory's link count is 2 plus its subdirectories: the episodes 0..listed,
@@ -104,19 +104,19 @@ class FileSession:
                 if status.st_nlink == listed + 3:
                     missed = []
                 else:
-                    missed = [e for e in store.committed_ids(week) if e.sequence > listed]
+                    missed = [e for e in tree.committed_ids(week) if e.sequence > listed]
                 state = (tail, missed)
             self._weeks[week] = state
         return state
 
     def insert(self, episode: Episode) -> None:
-        store = self._store
+        tree = self._tree
         episode_id = episode.id
         week = episode_id.week
-        week_dir = store._week(week)
+        week_dir = tree.week(week)
         # The history's missing lines, read before the commit (a corrupt record stops the write).
         tail, missed = self._week_state(week)
-        behind = [e for e in map(store._load, missed) if e is not None]
+        behind = [e for e in map(tree.load, missed) if e is not None]
         # An episode the index never listed may carry this very key (copied in from a backup, or
         # both its index entries lost): its owner must not get a second one.
         clash = tuple(e.episode_id for e in behind if e.allocation_key == episode.allocation_key)
@@ -141,8 +141,8 @@ class FileSession:
             # 1. The marker (and a new week's directories), durable before the commit; the record
             # staged beside it, not synced, so that a week that takes no new entry (a full disk, a
             # read-only directory) refuses the allocation before anything is committed.
-            store.index.write_marker(digest, str(episode_id), batch, created)
-            created.append(store.stage(episode))
+            tree.index.write_marker(digest, str(episode_id), batch, created)
+            created.append(stage(tree, episode))
             batch.flush()
         except BaseException:
             batch.close()
@@ -161,23 +161,23 @@ class FileSession:
         except OSError:
             _remove_leftovers([staging])  # the entry holds the record; the next locked call writes it
         if behind:
-            store.index_committed(behind)
+            index_committed(tree, behind)
         try:
-            store.index.append_log(digest, [str(episode_id)])
+            tree.index.append_log(digest, [str(episode_id)])
         except IndexDamaged:
             pass  # the log went missing since the lookup: the next lookup of its bucket rebuilds
 
     def replace(self, before: Episode, after: Episode) -> None:
-        store = self._store
+        tree = self._tree
         if is_fresh(before):
             # The first rewrite: the fresh record durable, then the mark, then the new record, so
             # that at no point a lost record could be brought back from its entry as unpaid.
-            store.materialize(before, durable=True)
-            store.mark_rewritten(before.id)
-        write_durable(store.state_path(after.id), after.to_record())
+            materialize(tree, before, durable=True)
+            mark_rewritten(tree, before.id)
+        write_durable(tree.state_path(after.id), after.to_record())
 
     def week_episodes(self, week: WeekId) -> list[Episode]:
-        return list(self._store._scan(week))
+        return list(self._tree.scan(week))
 
 
 def _remove_leftovers(paths: builtins.list[str]) -> None:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Final
 
-from .durable import open_regular
+from ..durable import open_regular
 
 __all__ = ["PROBE_INTERVAL", "LockTimeout", "StoreLock"]
 

@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
-from ..episode import Episode, EpisodeStatus
-from ..owner import OWNER_KEY
+from ...episode import Episode, EpisodeStatus
+from ...owner import OWNER_KEY
+from ..durable import dump_json
 from ._week_history import is_fresh
-from .durable import dump_json
 
 __all__ = ["record_bytes"]
 

@@ -37,9 +37,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId
-from .durable import SyncBatch, open_regular, read_file, read_versioned, require_dir, tmp_name, write_all
+from ...errors import StoreCorrupted
+from ...identity import EpisodeId
+from ..durable import SyncBatch, open_regular, read_file, read_versioned, require_dir, tmp_name, write_all
 
 __all__ = [
     "BUCKET_CHARS",

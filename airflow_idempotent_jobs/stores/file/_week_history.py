@@ -43,13 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeGuard
 
-from .. import safe_json
-from ..allocation import new_episode
-from ..episode import Approval, Episode, EpisodeStatus, Submission
-from ..errors import InvalidIdentifier, StoreCorrupted
-from ..identity import EpisodeId, WeekId, validate_fingerprint
-from ..owner import OWNER_KEY, Owner
-from .durable import fsync_dir, open_regular, read_file, write_all
+from ... import safe_json
+from ...allocation import new_episode
+from ...episode import Approval, Episode, EpisodeStatus, Submission
+from ...errors import InvalidIdentifier, StoreCorrupted
+from ...identity import EpisodeId, WeekId, validate_fingerprint
+from ...owner import OWNER_KEY, Owner
+from ..durable import fsync_dir, open_regular, read_file, write_all
 
 __all__ = [
     "HISTORY_FILE",

@@ -10,15 +10,15 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
-from ..episode import Episode
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId, WeekId
-from ..owner import OWNER_KEY
-from ._key_index import BUCKET_CHARS, parse_log_line
+from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
+from ...episode import Episode
+from ...errors import StoreCorrupted
+from ...identity import EpisodeId, WeekId
+from ...owner import OWNER_KEY
+from ..durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
+from ._key_index import BUCKET_CHARS, key_digest, parse_log_line
+from ._tree import STATE_FILE, StoreTree
 from ._week_history import HISTORY_FILE, fresh_episode, read_week_log
-from .durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
-from .file import STATE_FILE, FileEpisodeStore, key_digest
 
 __all__ = ["check_file_store"]
 
@@ -26,31 +26,29 @@ __all__ = ["check_file_store"]
 _WRITTEN_IN_PLACE = frozenset({HISTORY_FILE, ".lock"})
 
 
-def check_file_store(
-    store: FileEpisodeStore, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()
-) -> CheckReport:
+def check_file_store(tree: StoreTree, only: Sequence[EpisodeId] = (), rules: Sequence[EpisodeRule] = ()) -> CheckReport:
     problems: list[Problem] = []
     try:
-        require_dir(store.root)
+        require_dir(tree.root)
     except FileNotFoundError:
-        return CheckReport([Problem(str(store.root), "store root does not exist")])
+        return CheckReport([Problem(str(tree.root), "store root does not exist")])
     except StoreCorrupted as exc:
         return CheckReport([Problem(exc.where, exc.reason)])
     if not only:
-        problems += _strange_entries(store.root)
-    problems += _check_meta(store.root / "store.json", store._read_store_meta)
+        problems += _strange_entries(tree.root)
+    problems += _check_meta(tree.meta, tree.read_namespace)
     episodes: list[Episode] = []
-    weeks = sorted({e.week for e in only}) if only else _week_dirs(store, problems)
+    weeks = sorted({e.week for e in only}) if only else _week_dirs(tree, problems)
     for week in weeks:
         wanted = {e for e in only if e.week == week} if only else None
-        episodes += _check_week(store, week, wanted, problems, rules)
+        episodes += _check_week(tree, week, wanted, problems, rules)
     if only:
         for episode_id in only:
             if not any(e.episode_id == str(episode_id) for e in episodes):
                 problems.append(Problem(str(episode_id), "episode not found"))
     else:
         problems += unique_keys(episodes)
-    problems += _check_index(store, episodes, whole=not only)
+    problems += _check_index(tree, episodes, whole=not only)
     # A link or a FIFO is met by the walk and by the reader that refuses it: say it once.
     return CheckReport(list(dict.fromkeys(problems)), episodes)
 
@@ -98,8 +96,8 @@ def _check_meta(path: Path, read: Callable[[], object]) -> list[Problem]:
     return []
 
 
-def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]:
-    base = store.root / "episodes"
+def _week_dirs(tree: StoreTree, problems: list[Problem]) -> list[WeekId]:
+    base = tree.root / "episodes"
     try:
         if os.path.islink(base):
             raise StoreCorrupted(str(base), SYMLINK)
@@ -124,13 +122,13 @@ def _week_dirs(store: FileEpisodeStore, problems: list[Problem]) -> list[WeekId]
 
 
 def _check_week(
-    store: FileEpisodeStore,
+    tree: StoreTree,
     week: WeekId,
     wanted: set[EpisodeId] | None,
     problems: list[Problem],
     rules: Sequence[EpisodeRule],
 ) -> list[Episode]:
-    week_dir = store.week_dir(week)
+    week_dir = tree.week_dir(week)
     episodes: list[Episode] = []
     try:
         for directory in (week_dir.parent, week_dir):
@@ -145,7 +143,7 @@ def _check_week(
     except OSError as exc:
         problems.append(Problem(str(week_dir), f"unreadable: {exc.strerror}"))
         return episodes
-    only_entries = _entries_only(store, week)
+    only_entries = _entries_only(tree, week)
     from_entries = {e.episode_id for e in only_entries}
     for name in names:
         path = week_dir / name
@@ -173,18 +171,18 @@ def _check_week(
         # the next locked call writes it; readers already rebuild it from the entry.
         if wanted is None or episode.id in wanted:
             episodes.append(episode)
-            where = str(store.history_path(week))
+            where = str(tree.history_path(week))
             problems += check_episode_record(episode, where)
             for rule in rules:
                 problems += rule(episode, where)
-    problems += _check_history(store, week, episodes, partial=wanted is not None)
+    problems += _check_history(tree, week, episodes, partial=wanted is not None)
     return episodes
 
 
-def _entries_only(store: FileEpisodeStore, week: WeekId) -> list[Episode]:
+def _entries_only(tree: StoreTree, week: WeekId) -> list[Episode]:
     """What the store rebuilds from history entries; a history it cannot read is reported below."""
     try:
-        return list(store._entries_only(week))
+        return list(tree.entries_only(week))
     except (StoreCorrupted, OSError):
         return []
 
@@ -208,13 +206,13 @@ def _load(path: Path, episode_id: EpisodeId, problems: list[Problem]) -> Episode
     return episode
 
 
-def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode], *, partial: bool) -> list[Problem]:
+def _check_history(tree: StoreTree, week: WeekId, episodes: list[Episode], *, partial: bool) -> list[Problem]:
     """Every complete line of the week's history parses and agrees with the episode records.
 
     A history that lags behind the records (missing lines, a partial last line, no file) is the
     normal leftover of a crash: the next allocation of the week appends what it missed.
     """
-    path = store.history_path(week)
+    path = tree.history_path(week)
     try:
         log = read_week_log(path, week)
     except FileNotFoundError:
@@ -235,7 +233,7 @@ def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode
         if episode is None:
             if entry_id not in updated and fresh_episode(entry, week) is not None:
                 continue  # committed after this check listed the week: readers rebuild it from the entry
-            if not partial and not (store.week_dir(week) / entry_id).exists():
+            if not partial and not (tree.week_dir(week) / entry_id).exists():
                 rewritten = entry_id in updated
                 problems.append(
                     Problem(
@@ -253,14 +251,14 @@ def _check_history(store: FileEpisodeStore, week: WeekId, episodes: list[Episode
     return problems
 
 
-def _check_index(store: FileEpisodeStore, episodes: list[Episode], *, whole: bool) -> list[Problem]:
+def _check_index(tree: StoreTree, episodes: list[Episode], *, whole: bool) -> list[Problem]:
     """Markers for every episode read; with ``whole``, every bucket, every log and every log line.
 
     A key log that lags behind the records (an episode without its line) is the normal leftover
     of a crash: the next allocation or retry adds the line. A line whose episode is missing or
     carries another key is not: allocation fails closed on that key.
     """
-    index = store.index
+    index = tree.index
     try:
         require_dir(index.dir)
     except FileNotFoundError:
@@ -277,12 +275,12 @@ def _check_index(store: FileEpisodeStore, episodes: list[Episode], *, whole: boo
         if not os.path.lexists(marker):
             problems.append(Problem(str(marker), f"key index misses {episode.episode_id}"))
     if whole:
-        problems += _check_logs(store, {e.episode_id: e for e in episodes})
+        problems += _check_logs(tree, {e.episode_id: e for e in episodes})
     return problems
 
 
-def _check_logs(store: FileEpisodeStore, by_id: dict[str, Episode]) -> list[Problem]:
-    index, problems = store.index, []
+def _check_logs(tree: StoreTree, by_id: dict[str, Episode]) -> list[Problem]:
+    index, problems = tree.index, []
     for n in range(16**BUCKET_CHARS):
         name = f"{n:0{BUCKET_CHARS}x}"
         for path in (f"{index.keys}/{name}", f"{index.logs}/{name}.log"):
@@ -309,7 +307,7 @@ def _check_logs(store: FileEpisodeStore, by_id: dict[str, Episode]) -> list[Prob
             offset += len(line) + 1
             episode = by_id.get(episode_id)
             if episode is None:
-                if not store.week_dir(EpisodeId.parse(episode_id).week).joinpath(episode_id).exists():
+                if not tree.week_dir(EpisodeId.parse(episode_id).week).joinpath(episode_id).exists():
                     problems.append(Problem(path, f"key log records {episode_id}, which does not exist"))
             elif key_digest(episode.allocation_key) != digest:
                 problems.append(Problem(path, f"key log records {episode_id} for a key its record does not carry"))

@@ -22,22 +22,20 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..episode import SCHEMA_VERSION, Episode, utc_now
-from ..errors import StoreCorrupted
-from ..identity import EpisodeId, WeekId
+from ...episode import SCHEMA_VERSION, Episode, utc_now
+from ...errors import StoreCorrupted
+from ...identity import EpisodeId, WeekId
+from ..durable import SyncBatch, require_dir, tmp_name, write_durable
 from ._key_index import BUCKET_CHARS, LAYOUT, key_digest, log_line
+from ._tree import StoreTree
 from ._week_history import HISTORY_FILE, read_week_log
-from .durable import SyncBatch, require_dir, tmp_name, write_durable
-
-if TYPE_CHECKING:
-    from .file import FileEpisodeStore
+from ._writes import history_from
 
 __all__ = ["rebuild"]
 
 
-def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> int:
+def rebuild(tree: StoreTree, *, guard: bool, histories: bool = True) -> int:
     """Rebuild the index (and every week's history) under the lock; returns the episodes seen.
 
     ``guard``: the store's own rebuild (fails closed on what only the old index knows), not the
@@ -46,19 +44,19 @@ def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> 
     need no upgrade, an allocation appends what its week's history lacks, and rewriting thousands
     of them durably would hold the lock for a minute).
     """
-    index = store.index
-    episodes = list(store._scan(None))
+    index = tree.index
+    episodes = list(tree.scan(None))
     # Entries whose record is gone for good stay committed: the index keeps their keys held.
     present = {e.episode_id for e in episodes}
     held = [(e.allocation_key, e.episode_id) for e in episodes]
-    for week in store.weeks():
+    for week in tree.weeks():
         try:
-            old = read_week_log(store.history_path(week), week)
+            old = read_week_log(tree.history_path(week), week)
         except FileNotFoundError:
             continue
         held += [(e["allocation_key"], e["episode_id"]) for e in old.entries if e["episode_id"] not in present]
-    _refuse_links(store, guard=guard)
-    floors = _floors(store, held, guard=guard)
+    _refuse_links(tree, guard=guard)
+    floors = _floors(tree, held, guard=guard)
     try:
         os.unlink(index.meta)  # a rebuild cut short leaves no meta.json, so the next open rebuilds
     except FileNotFoundError:
@@ -69,7 +67,7 @@ def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> 
             require_dir(index.dir)
         except FileNotFoundError:
             os.mkdir(index.dir)
-            batch.directory(store._root)
+            batch.directory(tree.text)
         for directory in (index.keys, index.logs):
             try:
                 require_dir(directory)  # never remove through a link
@@ -103,7 +101,7 @@ def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> 
             by_week.setdefault(EpisodeId.parse(episode.episode_id).week, []).append(episode)
         renames = []
         for week, members in by_week.items():
-            week_dir = store.week_dir(week)
+            week_dir = tree.week_dir(week)
             if not os.path.lexists(week_dir):  # a week only the old index still knew
                 for made in (week_dir.parent, week_dir):
                     if not os.path.lexists(made):
@@ -111,8 +109,8 @@ def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> 
                         batch.directory(made.parent)
             # Never lower the week's highest sequence, even if an episode directory went missing.
             tmp = week_dir / tmp_name(HISTORY_FILE)
-            batch.create(tmp, store._history_from(week, members, floors.get(week)))
-            renames.append((tmp, store.history_path(week)))
+            batch.create(tmp, history_from(tree, week, members, floors.get(week)))
+            renames.append((tmp, tree.history_path(week)))
         batch.flush()
     finally:
         batch.close()
@@ -127,12 +125,12 @@ def rebuild(store: FileEpisodeStore, *, guard: bool, histories: bool = True) -> 
     return len(episodes)
 
 
-def _refuse_links(store: FileEpisodeStore, *, guard: bool) -> None:
+def _refuse_links(tree: StoreTree, *, guard: bool) -> None:
     """`StoreCorrupted` for an index directory that is a link or not a directory, before anything moves.
 
     ``guard``: every bucket too (the store's own rebuild must not clear away a link a lookup refuses).
     """
-    index = store.index
+    index = tree.index
     present = []
     for directory in (index.dir, index.keys, index.logs):
         try:
@@ -146,10 +144,10 @@ def _refuse_links(store: FileEpisodeStore, *, guard: bool) -> None:
             require_dir(f"{index.keys}/{name}")
 
 
-def _floors(store: FileEpisodeStore, held: list[tuple[str, str]], *, guard: bool) -> dict[WeekId, int]:
+def _floors(tree: StoreTree, held: list[tuple[str, str]], *, guard: bool) -> dict[WeekId, int]:
     """The highest sequence of each week that only the old key logs name (the ``guard`` fails closed on one)."""
     backed = {(key_digest(key), episode_id) for key, episode_id in held}
-    unknown = [(d, e, path) for d, e, path in store.index.recorded(strict=guard) if (d, e) not in backed]
+    unknown = [(d, e, path) for d, e, path in tree.index.recorded(strict=guard) if (d, e) not in backed]
     if unknown and guard:
         _, episode_id, path = unknown[0]
         more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
