@@ -8,9 +8,10 @@ stop them alike.
 from __future__ import annotations
 
 import signal
+import socketserver
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TypeVar
 
 __all__ = ["BackgroundServer", "ThreadedServer", "serve_until_terminated"]
@@ -24,7 +25,7 @@ class ThreadedServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # a held ("slow") answer or an idle keep-alive handler must not stall stop()
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
         super().__init__(address, handler)
         #: Set by `BackgroundServer.stop`: a handler holding an answer back waits on it, not a plain sleep.
         self.stopping = threading.Event()
