@@ -6,9 +6,9 @@ HTTP/1.1: keep-alive client connections, chunked or length-framed bodies both wa
 each body with a Content-Length, as an intermediary may), ``Expect: 100-continue``; each request
 goes to the API on a fresh connection (`http.client`). h11 frames the client side; the faults act on
 the socket under it (closed, reset with SO_LINGER 0, an answer held back), which no HTTP library
-expresses. It records every exchange (`Exchange`): whether the API got
-the request, what it answered, and whether the client got that answer. This record is the truth the
-kit judges an adapter's claims against ("certainly not sent", "nothing was created").
+expresses. It records every exchange (`Exchange`): whether the API got the request, what it
+answered, and whether the client got that answer. This record is the truth the kit judges an
+adapter's claims against ("certainly not sent", "nothing was created").
 
 A fault decides whether the API sees the request first (`Fault.forwards`): a lost or late answer,
 a 5xx, 408 or 409 come after the API processed the call (the worst case: the job exists), while a
@@ -326,8 +326,8 @@ class _Handler(socketserver.BaseRequestHandler):
     request: socket.socket
 
     def setup(self) -> None:
-        # An answer is written as headers, then body: without NODELAY the body waits out the
-        # client's delayed ACK (some 40 ms a request).
+        # Small writes (a "100 Continue", an answer) go out at once, not after the client's
+        # delayed ACK (Nagle's algorithm: some 40 ms a request).
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.request.settimeout(_IDLE_TIMEOUT)
         self.connection_id = next(self.server.connection_ids)
