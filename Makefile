@@ -13,7 +13,7 @@ $(BIN)/python:
 # Reinstall whenever the project's metadata or the pinned constraints change.
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade "pip==25.3"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 install: $(STAMP)

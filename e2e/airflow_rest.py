@@ -1,7 +1,9 @@
 """Airflow's public REST API as a logged-in person uses it (the UI makes the same calls).
 
-Log in with ``POST /auth/token`` (the simple auth manager: JSON username/password) for a JWT, then
-call ``/api/v2`` with it as a Bearer token. Only the calls the approval suite and the demo need.
+Log in with ``POST /auth/token`` (the simple auth manager: JSON username/password; not part of the
+REST API, so not of its client) for a JWT, then call ``/api/v2`` with it as a Bearer token through
+``apache-airflow-client`` (its version is Airflow's). Only the calls the approval suite and the demo
+need; `AirflowRest._call` is the plain call for the few the tests make themselves.
 """
 
 from __future__ import annotations
@@ -11,8 +13,23 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from airflow_client.client import (
+    ApiClient,
+    ApiException,
+    ClearTaskInstancesBody,
+    Configuration,
+    DagRunApi,
+    TaskInstanceApi,
+    TriggerDAGRunPostBody,
+    UpdateHITLDetailPayload,
+)
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class RestError(RuntimeError):
@@ -27,12 +44,30 @@ class AirflowRest:
     username: str
     password: str
     token: str = ""
+    _client: ApiClient | None = field(default=None, init=False, repr=False)
 
     def login(self) -> str:
         """A JWT for this user (``POST /auth/token``)."""
         answer = self._call("POST", "/auth/token", {"username": self.username, "password": self.password}, auth=False)
         self.token = str(answer["access_token"])
+        self._client = None  # the next call's client carries the new token
         return self.token
+
+    def _api(self) -> ApiClient:
+        if not self.token:
+            self.login()
+        if self._client is None:
+            self._client = ApiClient(Configuration(host=self.base_url, access_token=self.token))
+        return self._client
+
+    def _typed(self, method: str, path: str, call: Callable[[ApiClient], M]) -> dict[str, Any]:
+        """One call through the client; its answer as the JSON object it was (RestError for an HTTP error)."""
+        try:
+            answer = call(self._api())
+        except ApiException as exc:
+            body = exc.body if isinstance(exc.body, str) else (exc.body or b"").decode(errors="replace")
+            raise RestError(method, path, int(exc.status or 0), body) from None
+        return answer.model_dump(mode="json", by_alias=True)
 
     def _call(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -52,23 +87,31 @@ class AirflowRest:
     # -- runs ----------------------------------------------------------------------------------
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
         """A manual run now (no logical date); its run_id."""
-        body = {"logical_date": None, "conf": conf or {}}
-        answer = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", body)
+        body = TriggerDAGRunPostBody(logical_date=None, conf=conf or {})
+        answer = self._typed("POST", f"dags/{dag_id}/dagRuns", lambda c: DagRunApi(c).trigger_dag_run(dag_id, body))
         return str(answer["dag_run_id"])
 
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return str(self._call("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")["state"])
+        answer = self._typed(
+            "GET", f"dags/{dag_id}/dagRuns/{run_id}", lambda c: DagRunApi(c).get_dag_run(dag_id, run_id)
+        )
+        return str(answer["state"])
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-        answer: dict[str, Any] = self._call(
-            "GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}"
+        return self._typed(
+            "GET",
+            f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}",
+            lambda c: TaskInstanceApi(c).get_task_instance(dag_id, run_id, task_id),
         )
-        return answer
 
     def clear_run(self, dag_id: str, run_id: str) -> Any:
         """Clear every task of one run (``POST .../clearTaskInstances``), as the UI's Clear does."""
-        body = {"dry_run": False, "dag_run_id": run_id, "only_failed": False, "reset_dag_runs": True}
-        return self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
+        body = ClearTaskInstancesBody(dry_run=False, dag_run_id=run_id, only_failed=False, reset_dag_runs=True)
+        return self._typed(
+            "POST",
+            f"dags/{dag_id}/clearTaskInstances",
+            lambda c: TaskInstanceApi(c).post_clear_task_instances(dag_id, body),
+        )
 
     # -- human in the loop ---------------------------------------------------------------------
     def hitl_path(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
@@ -77,20 +120,26 @@ class AirflowRest:
     def hitl_detail(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
         """The task's question (subject, options, params, response), or None when it asked nothing."""
         try:
-            answer: dict[str, Any] = self._call("GET", self.hitl_path(dag_id, run_id, task_id))
+            return self._typed(
+                "GET",
+                self.hitl_path(dag_id, run_id, task_id),
+                lambda c: TaskInstanceApi(c).get_hitl_detail(dag_id, run_id, task_id, -1),
+            )
         except RestError as exc:
             if exc.status == 404:
                 return None
             raise
-        return answer
 
     def answer(
         self, dag_id: str, run_id: str, task_id: str, option: str, params: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """Choose ``option`` (``PATCH .../hitlDetails``); Airflow's answer names who responded."""
-        body = {"chosen_options": [option], "params_input": params or {}}
-        answer: dict[str, Any] = self._call("PATCH", self.hitl_path(dag_id, run_id, task_id), body)
-        return answer
+        body = UpdateHITLDetailPayload(chosen_options=[option], params_input=params or {})
+        return self._typed(
+            "PATCH",
+            self.hitl_path(dag_id, run_id, task_id),
+            lambda c: TaskInstanceApi(c).update_hitl_detail(dag_id, run_id, task_id, -1, body),
+        )
 
     def wait_for_question(self, dag_id: str, run_id: str, task_id: str, timeout: float) -> dict[str, Any]:
         """The question once the task waits for input (state ``awaiting_input``)."""

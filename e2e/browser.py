@@ -1,42 +1,32 @@
-"""Headless Debian Chromium driven over the Chrome DevTools protocol (no Selenium, no downloads).
+"""Headless Debian Chromium driven by Playwright (its Python package; no browser download).
 
-One `Browser` is one chromium process with its own throw-away profile (so each user logs in with
-fresh cookies), started in its own session and stopped by its process group id. Chromium resolves
-no host but 127.0.0.1 and runs without its background services, so a run sends nothing elsewhere.
-
-The protocol is a websocket of JSON messages: ``{"id", "method", "params"}`` answered by
-``{"id", "result"}`` or ``{"id", "error"}``, with events (no ``id``) in between, which we record
-only for the page's uncaught errors and console errors.
+One `Browser` is one chromium process (Playwright's launch with ``executable_path``) with one page in
+a fresh context, so each user logs in with fresh cookies. Chromium resolves no host but 127.0.0.1
+and runs without its background services, so a run sends nothing elsewhere. The page's uncaught
+errors and console errors are recorded (`Browser.page_errors`) and written to the log file.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from websockets.sync.client import ClientConnection, connect
+from playwright.sync_api import Browser as PlaywrightBrowser
+from playwright.sync_api import ConsoleMessage, Page, Playwright, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 CHROMIUM = Path("/usr/bin/chromium")
 WIDTH, HEIGHT = 1280, 900
 T = TypeVar("T")
 
 #: Flags that keep chromium quiet: no first-run, sync, update, safe-browsing or metrics traffic,
-#: and a resolver that maps every host but the loopback to "not found".
+#: and a resolver that maps every host but the loopback to "not found". (Playwright adds headless,
+#: --no-sandbox, which running as root in CI needs, and its own pipe to the browser.)
 FLAGS = (
-    "--headless=new",
-    "--no-sandbox",  # we run as root in CI; the sandbox refuses root
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--no-first-run",
@@ -51,8 +41,6 @@ FLAGS = (
     "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication",
     "--metrics-recording-only",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",
     f"--window-size={WIDTH},{HEIGHT}",
 )
 
@@ -67,12 +55,11 @@ class Browser:
     def __init__(self, log_dir: Path, name: str, timeout: float = 20.0) -> None:
         self.name = name
         self.timeout = timeout
-        self.profile = Path(tempfile.mkdtemp(prefix=f"ij-chromium-{name}-"))
         self.log = log_dir / f"chromium-{name}.log"
         self.page_errors: list[str] = []
-        self._next_id = 0
-        self._ws: ClientConnection | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._playwright: Playwright | None = None
+        self._browser: PlaywrightBrowser | None = None
+        self._page: Page | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Browser:
@@ -86,95 +73,63 @@ class Browser:
         if not CHROMIUM.exists():
             raise BrowserError(f"{CHROMIUM} is missing: run `make browser` (apt-get install chromium)")
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("wb") as log:
-            self._proc = subprocess.Popen(
-                [str(CHROMIUM), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        self.log.write_text("")
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=list(FLAGS), timeout=20_000
             )
-        port = self._devtools_port()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as answer:
-            targets = json.loads(answer.read())
-        page = next(t for t in targets if t["type"] == "page")
-        self._ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=5)
-        self.call("Page.enable")
-        self.call("Runtime.enable")
-        self.call("Emulation.setFocusEmulationEnabled", enabled=True)  # headless has no focused window
-        self.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
-
-    def _devtools_port(self) -> int:
-        """Chromium writes the port it picked into the profile once it listens."""
-        marker = self.profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise BrowserError(f"chromium exited with {self._proc.returncode}; see {self.log}")
-            with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
-                return int(marker.read_text().splitlines()[0])
-            time.sleep(0.05)
-        raise BrowserError(f"chromium did not open its DevTools port within 20s; see {self.log}")
+        except PlaywrightError as exc:
+            self.stop()
+            raise BrowserError(f"chromium did not start: {exc}") from None
+        context = self._browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
+        self._page = context.new_page()
+        self._page.set_default_timeout(self.timeout * 1000)
+        self._page.on("pageerror", lambda error: self._record(f"{error.name}: {error.message}"))
+        self._page.on("console", self._console)
 
     def stop(self) -> None:
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                self._ws.close()
-            self._ws = None
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGTERM)
+        if self._browser is not None:
             try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait(timeout=5)
-        shutil.rmtree(self.profile, ignore_errors=True)
+                self._browser.close()
+            except PlaywrightError:
+                pass
+            self._browser = None
+        if self._playwright is not None:
+            self._playwright.stop()
+            self._playwright = None
+        self._page = None
 
-    # -- protocol ------------------------------------------------------------------------------
-    def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """Send one command and return its result, recording the events that arrive meanwhile."""
-        if self._ws is None:
+    def _console(self, message: ConsoleMessage) -> None:
+        # Playwright also reports the browser's network log ("Failed to load resource: ... 404") as
+        # console errors; those are answers the page handles (a 403 for a DAG not readable), not errors.
+        if message.type == "error" and not message.text.startswith("Failed to load resource:"):
+            self._record(message.text)
+
+    def _record(self, error: str) -> None:
+        self.page_errors.append(error)
+        with self.log.open("a", encoding="utf-8") as log:
+            log.write(error + "\n")
+
+    @property
+    def page(self) -> Page:
+        if self._page is None:
             raise BrowserError("the browser is not started")
-        self._next_id += 1
-        ident = self._next_id
-        self._ws.send(json.dumps({"id": ident, "method": method, "params": params}))
-        deadline = time.monotonic() + self.timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise BrowserError(f"{method}: no answer within {self.timeout:.0f}s")
-            try:
-                message = json.loads(self._ws.recv(timeout=left))
-            except TimeoutError:
-                continue
-            if message.get("id") == ident:
-                if "error" in message:
-                    raise BrowserError(f"{method}: {message['error'].get('message')}")
-                return dict(message.get("result", {}))
-            self._record(message)
-
-    def _record(self, event: dict[str, Any]) -> None:
-        method, params = event.get("method"), event.get("params", {})
-        if method == "Runtime.exceptionThrown":
-            details = params.get("exceptionDetails", {})
-            self.page_errors.append(str(details.get("exception", {}).get("description") or details.get("text")))
-        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
-            self.page_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params["args"]))
+        return self._page
 
     # -- page ----------------------------------------------------------------------------------
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (promises awaited)."""
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            details = result["exceptionDetails"]
-            raise BrowserError(f"script threw: {details.get('exception', {}).get('description') or details['text']}")
-        return result["result"].get("value")
+        try:
+            return self.page.evaluate(expression)
+        except PlaywrightError as exc:
+            raise BrowserError(f"script threw: {exc.message}") from None
 
     def goto(self, url: str) -> None:
-        answer = self.call("Page.navigate", url=url)
-        if answer.get("errorText"):
-            raise BrowserError(f"navigating to {url}: {answer['errorText']}")
+        try:
+            self.page.goto(url, wait_until="load")
+        except PlaywrightError as exc:
+            raise BrowserError(f"navigating to {url}: {exc.message}") from None
         self.wait_until(f"{url} to load", "document.readyState === 'complete'")
 
     def wait_until(self, what: str, expression: str, timeout: float | None = None) -> None:
@@ -219,14 +174,12 @@ class Browser:
         )
         if not found:
             raise BrowserError(f"no field {selector} on {self.url}")
-        self.call("Input.insertText", text=text)
+        self.page.keyboard.insert_text(text)
 
     def grant_clipboard(self) -> None:
         """Let the page read and write the clipboard, as a user who allowed it would."""
         origin = self.evaluate("location.origin")
-        self.call(
-            "Browser.grantPermissions", origin=origin, permissions=["clipboardReadWrite", "clipboardSanitizedWrite"]
-        )
+        self.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
 
     def click(self, selector: str) -> None:
         """Click the element's centre with the mouse, as a user would (a real user gesture)."""
@@ -237,9 +190,7 @@ class Browser:
         )
         if not box:
             raise BrowserError(f"nothing to click at {selector} on {self.url}")
-        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box["x"], y=box["y"])
-        for kind in ("mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left", clickCount=1)
+        self.page.mouse.click(box["x"], box["y"])
 
     def click_text(self, selector: str, text: str) -> None:
         """Click the first element matching `selector` whose visible text is exactly `text`."""
@@ -252,25 +203,10 @@ class Browser:
             raise BrowserError(f"nothing to click reading {text!r} ({selector}) on {self.url}")
 
     def press_enter(self) -> None:
-        for kind in ("keyDown", "keyUp"):
-            self.call(
-                "Input.dispatchKeyEvent",
-                type=kind,
-                key="Enter",
-                code="Enter",
-                windowsVirtualKeyCode=13,
-                text="\r" if kind == "keyDown" else "",
-            )
+        self.page.keyboard.press("Enter")
 
     def screenshot(self, path: Path, full_page: bool = False) -> Path:
         """A PNG of the viewport (1280x900), or of the whole page height when `full_page`."""
-        params: dict[str, Any] = {"format": "png"}
-        if full_page:
-            height = int(self.evaluate("Math.max(document.documentElement.scrollHeight, innerHeight)"))
-            params.update(
-                captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1}
-            )
-        data = self.call("Page.captureScreenshot", **params)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(data))
+        self.page.screenshot(path=str(path), full_page=full_page)
         return path

@@ -22,17 +22,24 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from airflow_idempotent_jobs.testing.local_api import (
     ApiSwitches,
     BackgroundServer,
-    ThreadedServer,
+    UvicornServer,
     credential_echo,
-    send_json,
+    drop_connection,
+    hold,
+    json_answer,
     serve_until_terminated,
+    with_drops,
 )
 
 __all__ = ["FAULTS", "REFUSALS", "Answer", "ApiConfig", "ApiServer", "Progress", "serve_main"]
@@ -116,7 +123,8 @@ class ApiServer(BackgroundServer):
             "accepted": 0,
             self.per_token: {},
         }
-        super().__init__(_HttpServer((host, port), self), host)
+        stopping = threading.Event()
+        super().__init__(UvicornServer((host, port), _app(self, stopping), stopping), host)
 
     # -- the API, for subclasses ---------------------------------------------------------------
     def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Answer:
@@ -196,76 +204,63 @@ class ApiServer(BackgroundServer):
             return sorted(job_id for job_id, job in self.jobs.items() if job["metadata"].get("token") == token)
 
 
-class _HttpServer(ThreadedServer):
-    def __init__(self, address: tuple[str, int], api: ApiServer) -> None:
-        super().__init__(address, _Handler)
-        self.api = api
+def _app(api: ApiServer, stopping: threading.Event) -> Any:
+    """The API as a Starlette app: every path and method reaches `endpoint`, which routes as the API does."""
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HttpServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read counters, not logs
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def _handle(self, method: str) -> None:
-        api = self.server.api
-        parts = urlsplit(self.path)
-        if self.headers.get("Authorization") != f"Bearer {api.auth_token}":
-            with api.lock:
-                api.counters["unauthorized"] += 1
-            self._deliver(api.error(401, "missing or wrong credentials"))
-            return
-        body: Any = None
-        if method == "POST":
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) or b"null")
-            except ValueError:
-                self._deliver(api.error(400, "the body is not JSON"))
-                return
-        query = parse_qs(parts.query)
-        with api.lock:
-            if parts.path == "/_admin/stats" and method == "GET":
-                answer = Answer(200, {**api.snapshot(), "config": dataclasses.asdict(api.config)})
-            elif parts.path == "/_admin/config" and method == "POST":
-                try:
-                    api.config.update(body if isinstance(body, dict) else {})
-                    answer = Answer(200, dataclasses.asdict(api.config))
-                except ValueError as exc:
-                    answer = api.error(400, str(exc))
-            else:
-                answer = api.route(method, parts.path, query, body)
-            slow = api.config.slow_seconds
-        self._deliver(answer, slow)
-
-    def _deliver(self, answer: Answer, slow: float = 0.0) -> None:
+    async def endpoint(request: Request) -> Response:
+        if request.method not in ("GET", "POST"):
+            return PlainTextResponse(f"Unsupported method ({request.method!r})", status_code=501)
+        # The path as sent (percent-escapes kept), as the API matches and names it.
+        path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+        authorization = request.headers.get("Authorization") or ""
+        raw = await request.body() if request.method == "POST" else b""
+        answer, slow = _answer(
+            api, request.method, path, request.scope["query_string"].decode("latin-1"), authorization, raw
+        )
         if answer.fault == "drop_after_accept":
-            self.close_connection = True  # the job exists; the client never hears of it
-            return
-        if answer.fault == "slow":
-            self.server.stopping.wait(slow)
+            await drop_connection(request)  # the job exists; the client never hears of it
+        elif answer.fault == "slow":
+            await hold(stopping, slow)
         if answer.fault == "5xx_after_accept":
-            answer = self.server.api.error(500, "internal error after accepting")
+            answer = api.error(500, "internal error after accepting")
         elif answer.fault == "409_after_accept":
-            answer = self.server.api.error(409, "a conflicting request is in progress")
+            answer = api.error(409, "a conflicting request is in progress")
         body = answer.body
-        if answer.code >= 400:
-            body = _with_echo(body, self._echo())
-        send_json(self, answer.code, body)
+        if answer.code >= 400 and api.config.echo_token:
+            body = _with_echo(body, credential_echo(authorization))
+        return json_answer(answer.code, body)
 
-    def _echo(self) -> str:
-        """With ``echo_token``: the credential this request carried, in every form an API might echo."""
-        if not self.server.api.config.echo_token:
-            return ""
-        return credential_echo(self.headers.get("Authorization") or "")
+    return with_drops(Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)]))
+
+
+#: Every method reaches the endpoint, which answers 501 to all but GET and POST.
+_METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _answer(api: ApiServer, method: str, path: str, query: str, authorization: str, raw: bytes) -> tuple[Answer, float]:
+    """The route's answer to one call, and the ``slow_seconds`` a slow fault holds it for."""
+    if authorization != f"Bearer {api.auth_token}":
+        with api.lock:
+            api.counters["unauthorized"] += 1
+        return api.error(401, "missing or wrong credentials"), 0.0
+    body: Any = None
+    if method == "POST":
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            return api.error(400, "the body is not JSON"), 0.0
+    with api.lock:
+        if path == "/_admin/stats" and method == "GET":
+            answer = Answer(200, {**api.snapshot(), "config": dataclasses.asdict(api.config)})
+        elif path == "/_admin/config" and method == "POST":
+            try:
+                api.config.update(body if isinstance(body, dict) else {})
+                answer = Answer(200, dataclasses.asdict(api.config))
+            except ValueError as exc:
+                answer = api.error(400, str(exc))
+        else:
+            answer = api.route(method, path, parse_qs(query), body)
+        return answer, api.config.slow_seconds
 
 
 def _with_echo(body: Any, echo: str) -> Any:

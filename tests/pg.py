@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
+import psutil
 import pytest
 
 __all__ = [
@@ -196,13 +197,7 @@ class PgServer:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return bool(psutil.pid_exists(pid))
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,8 @@ import socket
 import threading
 from typing import Final, NamedTuple
 
+import psutil
+
 __all__ = ["DEFAULT_CLAIM_LEASE", "MAX_CLAIM", "claim_alive", "enter", "leave", "my_claim"]
 
 #: Default time after which a ``submitting`` claim whose writer cannot be checked counts as abandoned.
@@ -164,10 +166,5 @@ def _read_boot_id() -> str:
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether a process ``pid`` exists here (another user's, or a zombie not yet reaped, counts)."""
+    return bool(psutil.pid_exists(pid))

@@ -2,21 +2,32 @@
 
 The switches (`ApiSwitches`) change at run time through each server's ``POST /_admin/config``; a
 server adds its own fields and the faults it knows in a subclass. `credential_echo` is the text a
-careless API appends to its errors when ``echo_token`` is on (for redaction tests); `send_json`
-writes one answer.
+careless API appends to its errors when ``echo_token`` is on (for redaction tests); `json_answer`,
+`hold` and `drop_connection` are how a server's Starlette app answers, late, or not at all.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
+import threading
+import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
-__all__ = ["ApiSwitches", "credential_echo", "send_json"]
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["ApiSwitches", "credential_echo", "drop_connection", "hold", "json_answer", "with_drops"]
+
+#: Where `with_drops` leaves uvicorn's own ``send`` in a request's scope.
+_RAW_SEND: Final = "airflow_idempotent_jobs.raw_send"
+#: How often a held answer looks whether its server is stopping.
+_HOLD_TICK: Final = 0.05
 
 
 @dataclass
@@ -79,14 +90,39 @@ def credential_echo(authorization: str) -> str:
     )
 
 
-def send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
-    """Answer ``body`` as JSON with ``code``; a client already gone only closes the connection."""
-    raw = json.dumps(body).encode()
-    handler.send_response(code)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(raw)))
-    handler.end_headers()
-    try:
-        handler.wfile.write(raw)
-    except (BrokenPipeError, ConnectionResetError):
-        handler.close_connection = True  # the client is gone (killed while we held the answer)
+def json_answer(code: int, body: Any) -> Response:
+    """``body`` as JSON with ``code`` (``json.dumps`` as it is: ASCII, its default separators)."""
+    return Response(json.dumps(body).encode(), status_code=code, media_type="application/json")
+
+
+async def hold(stopping: threading.Event, seconds: float) -> None:
+    """Wait ``seconds`` without holding a thread, or less once the server is stopping."""
+    deadline = time.monotonic() + seconds
+    while not stopping.is_set() and (remaining := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(remaining, _HOLD_TICK))
+
+
+def with_drops(app: Any) -> Any:
+    """Wrap an ASGI app so that its endpoints may `drop_connection` (uvicorn's ``send`` kept in the scope)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[_RAW_SEND] = send
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def drop_connection(request: Request) -> None:
+    """Close the client's connection without an answer (a lost answer: the job already exists).
+
+    ASGI has no message for "close without answering" (an app that sends nothing gets a 500 from
+    the server), so this aborts uvicorn's transport for the connection (a plain close, FIN: nothing
+    unread is left), as its h11 protocol closes it when an app fails half-way through an answer.
+    Once uvicorn has seen the connection lost, whatever the endpoint answers goes nowhere.
+    """
+    transport = getattr(getattr(request.scope.get(_RAW_SEND), "__self__", None), "transport", None)
+    if transport is None:
+        raise RuntimeError("drop_connection needs the app wrapped by with_drops and served by uvicorn's h11")
+    transport.abort()
+    await asyncio.sleep(0)  # uvicorn's connection_lost runs: the request's later sends are no-ops

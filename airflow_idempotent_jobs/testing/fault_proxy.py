@@ -4,9 +4,11 @@ The conformance kit points an adapter at `FaultProxy.base_url` and arms one `Fau
 the next request that matches; every other request is relayed as it is. The proxy relays real
 HTTP/1.1: keep-alive client connections, chunked or length-framed bodies both ways (it re-frames
 each body with a Content-Length, as an intermediary may), ``Expect: 100-continue``; each request
-goes to the API on a fresh connection. It records every exchange (`Exchange`): whether the API got
-the request, what it answered, and whether the client got that answer. This record is the truth the
-kit judges an adapter's claims against ("certainly not sent", "nothing was created").
+goes to the API on a fresh connection (`http.client`). h11 frames the client side; the faults act on
+the socket under it (closed, reset with SO_LINGER 0, an answer held back), which no HTTP library
+expresses. It records every exchange (`Exchange`): whether the API got the request, what it
+answered, and whether the client got that answer. This record is the truth the kit judges an
+adapter's claims against ("certainly not sent", "nothing was created").
 
 A fault decides whether the API sees the request first (`Fault.forwards`): a lost or late answer,
 a 5xx, 408 or 409 come after the API processed the call (the worst case: the job exists), while a
@@ -21,17 +23,20 @@ import itertools
 import json
 import select
 import socket
+import socketserver
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
+from http import HTTPStatus
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
+import h11
+
 from ._background import BackgroundServer, ThreadedServer
-from ._wire import HOP_BY_HOP, MAX_BODY, end_to_end, read_chunked, read_exact
+from ._wire import HOP_BY_HOP, MAX_BODY, end_to_end
 
 __all__ = ["Exchange", "Fault", "FaultProxy", "RouteMatcher", "refusing_url"]
 
@@ -45,6 +50,13 @@ _MAYBE_PROCESSED_4XX: Final = frozenset({408, 409})
 _SHOWN: Final = 72
 #: How often a held answer checks that its client is still there.
 _HOLD_TICK: Final = 0.05
+#: An idle keep-alive connection ends eventually.
+_IDLE_TIMEOUT: Final = 120.0
+#: The most a request's line and headers may take, and one read from a client.
+_MAX_HEAD: Final = 256 * 1024
+_RECV: Final = 64 * 1024
+#: The methods relayed; any other is answered 501.
+_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -307,72 +319,113 @@ class _ProxyServer(ThreadedServer):
                 client.shutdown(socket.SHUT_RDWR)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _ProxyServer
-    protocol_version = "HTTP/1.1"
-    timeout = 120  # an idle keep-alive connection ends eventually
+class _Handler(socketserver.BaseRequestHandler):
+    """One client connection, framed by h11: requests in order (keep-alive, pipelined), each relayed or faulted."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # the kit reads the exchanges, not logs
+    server: _ProxyServer
+    request: socket.socket
 
     def setup(self) -> None:
-        super().setup()
-        # An answer is written as headers, then body: without NODELAY the body waits out the
-        # client's delayed ACK (some 40 ms a request).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Small writes (a "100 Continue", an answer) go out at once, not after the client's
+        # delayed ACK (Nagle's algorithm: some 40 ms a request).
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.request.settimeout(_IDLE_TIMEOUT)
         self.connection_id = next(self.server.connection_ids)
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+        self.method = ""
 
-    def _relay(self) -> None:
+    def handle(self) -> None:
+        while True:
+            try:
+                event = self._next_event()
+            except h11.RemoteProtocolError as exc:
+                self._refuse(exc.error_status_hint, "malformed request")
+                return
+            except OSError:
+                return
+            if not isinstance(event, h11.Request):
+                return  # the client closed its connection between requests
+            self.method = method = event.method.decode("ascii", "replace")
+            if method not in _METHODS:
+                self._refuse(501, f"unsupported method {method!r}")
+                return
+            if not self._relay(method, event) or self.h11.our_state is not h11.DONE:
+                return
+            try:
+                self.h11.start_next_cycle()
+            except h11.LocalProtocolError:
+                return  # h11 says the connection must close (HTTP/1.0, Connection: close)
+
+    def _next_event(self) -> Any:
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            if self.h11.they_are_waiting_for_100_continue:
+                go_on = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+                self.request.sendall(self.h11.send(go_on) or b"")
+            self.h11.receive_data(self.request.recv(_RECV))
+
+    def _relay(self, method: str, request: h11.Request) -> bool:
+        """Relay (or fault) one request; whether the client connection may carry another."""
         proxy = self.server.proxy
-        exchange, fault = proxy._begin(self.connection_id, self.command, self.path)
+        exchange, fault = proxy._begin(self.connection_id, method, request.target.decode("latin-1"))
         try:
-            self._relay_one(proxy, exchange, fault)
+            return self._relay_one(proxy, exchange, fault, request)
         finally:
             proxy._finish(exchange)
 
-    def _relay_one(self, proxy: FaultProxy, exchange: Exchange, fault: Fault | None) -> None:
+    def _relay_one(self, proxy: FaultProxy, exchange: Exchange, fault: Fault | None, request: h11.Request) -> bool:
+        method, target = exchange.method, exchange.target
         try:
-            body = self._request_body()
-        except (ValueError, OSError):
-            self.close_connection = True
-            return
+            body = self._request_body(request)
+        except (ValueError, OSError, h11.RemoteProtocolError):
+            return False
         if fault is not None and not fault.forwards:
-            self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
-            return
-        headers = end_to_end(self.headers.items(), self.headers.get("Connection", ""))
+            return self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
+        items = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw_items()]
+        connection = ", ".join(value for name, value in items if name.lower() == "connection")
         try:
-            status, reason, answer_headers, answer = proxy._forward(self.command, self.path, headers, body)
+            status, reason, answer_headers, answer = proxy._forward(method, target, end_to_end(items, connection), body)
         except (OSError, http.client.HTTPException) as exc:
             exchange.upstream_error = f"{type(exc).__name__}: {exc}"
-            self._send(502, "Bad Gateway", [("Content-Type", "text/plain")], b"conformance proxy: the API failed")
-            return
+            failed = b"conformance proxy: the API failed"
+            return self._send(502, "Bad Gateway", [("Content-Type", "text/plain")], failed)
         exchange.forwarded, exchange.upstream_status, exchange.upstream_body = True, status, answer[: 1 << 20]
         if fault is None:
             exchange.delivered = self._send(status, reason, answer_headers, answer)
-        elif fault.action == "drop":
-            self.close_connection = True
-        elif fault.action == "reset":
-            self.close_connection = True
-            self.server.reset_on_close(self.connection)
-        elif fault.action == "hold":
+            return exchange.delivered
+        if fault.action == "drop":
+            return False
+        if fault.action == "reset":
+            self.server.reset_on_close(self.request)
+            return False
+        if fault.action == "hold":
             if self._client_left_within(proxy.hold_seconds):
                 exchange.client_gave_up = True
-                self.close_connection = True
-            else:
-                exchange.client_gave_up = False
-                exchange.delivered = self._send(status, reason, answer_headers, answer)
-        else:
-            self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
+                return False
+            exchange.client_gave_up = False
+            exchange.delivered = self._send(status, reason, answer_headers, answer)
+            return exchange.delivered
+        return self._send(fault.status or 500, "", [("Content-Type", fault.content_type)], fault.payload())
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _relay
-
-    def _request_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return read_chunked(self.rfile)
-        length = int(self.headers.get("Content-Length") or 0)
-        if not 0 <= length <= MAX_BODY:
-            raise ValueError(f"request body of {length} bytes")
-        return read_exact(self.rfile, length)
+    def _request_body(self, request: h11.Request) -> bytes:
+        """The whole body, however framed (h11 undoes chunking and drops trailers: it is re-framed)."""
+        declared = next((value for name, value in request.headers if name == b"content-length"), b"0")
+        if int(declared) > MAX_BODY:
+            raise ValueError(f"request body of {int(declared)} bytes")
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            event = self._next_event()
+            if isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            if not isinstance(event, h11.Data):
+                raise ValueError("the client closed the connection inside the body")
+            total += len(event.data)
+            if total > MAX_BODY:
+                raise ValueError("request body too large")
+            parts.append(bytes(event.data))
 
     def _client_left_within(self, seconds: float) -> bool:
         """Wait up to ``seconds``; True as soon as the client closes its connection (or the proxy stops)."""
@@ -380,10 +433,10 @@ class _Handler(BaseHTTPRequestHandler):
         while (remaining := deadline - time.monotonic()) > 0:
             if self.server.stopping.is_set():
                 return True
-            readable, _, _ = select.select([self.connection], [], [], min(remaining, _HOLD_TICK))
+            readable, _, _ = select.select([self.request], [], [], min(remaining, _HOLD_TICK))
             if readable:
                 try:
-                    if not self.connection.recv(1, socket.MSG_PEEK):
+                    if not self.request.recv(1, socket.MSG_PEEK):
                         return True
                 except OSError:
                     return True
@@ -392,26 +445,40 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> bool:
         """Write one answer with a Content-Length; False if the client is gone."""
+        kept = [(name, value) for name, value in headers if name.lower() not in HOP_BY_HOP]
+        head_request = self.method == "HEAD"
+        no_body = head_request or status in (204, 304)
+        if head_request:
+            kept += [(n, v) for n, v in headers if n.lower() == "content-length"][:1]
+        elif not no_body:
+            kept.append(("Content-Length", str(len(body))))
         try:
-            self.send_response_only(status, reason or None)
-            for name, value in headers:
-                if name.lower() not in HOP_BY_HOP:
-                    self.send_header(name, value)
-            no_body = self.command == "HEAD" or status in (204, 304) or status < 200
-            if self.command == "HEAD":
-                length = next((v for n, v in headers if n.lower() == "content-length"), None)
-                if length is not None:
-                    self.send_header("Content-Length", length)
-            elif not no_body:
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if not no_body:
-                self.wfile.write(body)
-            self.wfile.flush()
+            data = self.h11.send(h11.Response(status_code=status, reason=_reason(status, reason), headers=kept)) or b""
+            if not no_body and body:
+                data += self.h11.send(h11.Data(data=body)) or b""
+            data += self.h11.send(h11.EndOfMessage()) or b""
+            self.request.sendall(data)
             return True
         except OSError:
-            self.close_connection = True
             return False
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer a request the proxy cannot relay (if h11 still lets it) and close the connection."""
+        body = f"conformance proxy: {message}".encode()
+        headers = [("Content-Type", "text/plain"), ("Content-Length", str(len(body))), ("Connection", "close")]
+        with contextlib.suppress(OSError, h11.LocalProtocolError):
+            data = self.h11.send(h11.Response(status_code=status, reason=_reason(status, ""), headers=headers)) or b""
+            data += self.h11.send(h11.Data(data=body)) or b""
+            self.request.sendall(data + (self.h11.send(h11.EndOfMessage()) or b""))
+
+
+def _reason(status: int, given: str) -> bytes:
+    if given:
+        return given.encode("latin-1", "replace")
+    try:
+        return HTTPStatus(status).phrase.encode("latin-1")
+    except ValueError:
+        return b""
 
 
 @contextlib.contextmanager

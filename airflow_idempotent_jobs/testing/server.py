@@ -43,13 +43,18 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
-from ._api_switches import credential_echo, send_json
-from ._background import BackgroundServer, ThreadedServer, serve_until_terminated
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from ._api_switches import credential_echo, drop_connection, hold, json_answer, with_drops
+from ._background import BackgroundServer, UvicornServer, serve_until_terminated
 from ._server_config import (
     FAULTS,
     LOOKUP_STYLES,
@@ -130,120 +135,113 @@ class _State:
             job["status"], job["output"] = "completed", {"url": f"https://media.invalid/{job['id']}.mp4"}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
+@dataclasses.dataclass
+class _Answer:
+    """What one call answers; ``fault`` is applied when it is delivered (the job already exists)."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: tests read counters, not logs
+    code: int
+    body: Any
+    fault: str | None = None
 
-    # -- plumbing ------------------------------------------------------------------------------
-    def _reply(self, code: int, body: Any) -> None:
+
+class _Call:
+    """One request's routes, on the state (taking its lock); each returns the `_Answer` to deliver."""
+
+    def __init__(self, state: _State, auth_token: str, headers: Headers) -> None:
+        self.state = state
+        self.auth_token = auth_token
+        self.headers = headers
+
+    def _reply(self, code: int, body: Any, fault: str | None = None) -> _Answer:
         if code >= 400 and isinstance(body, dict) and isinstance(body.get("error"), dict):
             body["error"]["message"] = str(body["error"].get("message", "")) + self._echo()
-        send_json(self, code, body)
+        return _Answer(code, body, fault)
 
     def _echo(self) -> str:
         """With ``echo_token``: the credential this request carried, in every form an API might echo."""
-        if not self.server.state.config.echo_token:  # one attribute read; some replies hold the lock
+        if not self.state.config.echo_token:  # one attribute read; some replies hold the lock
             return ""
         return credential_echo(self.headers.get("Authorization") or "")
 
-    def _authorized(self) -> bool:
-        if self.headers.get("Authorization") == f"Bearer {self.server.auth_token}":
-            return True
-        with self.server.state.lock:
-            self.server.state.counters["unauthorized"] += 1
-        self._reply(401, {"error": {"message": "missing or wrong credentials"}})
-        return False
-
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"null")
+    def refusal(self) -> _Answer | None:
+        """A 401 for a request without this server's bearer token (counted), else None."""
+        if self.headers.get("Authorization") == f"Bearer {self.auth_token}":
+            return None
+        with self.state.lock:
+            self.state.counters["unauthorized"] += 1
+        return self._reply(401, {"error": {"message": "missing or wrong credentials"}})
 
     # -- routes --------------------------------------------------------------------------------
-    def do_GET(self) -> None:
-        if not self._authorized():
-            return
-        parts = urlsplit(self.path)
-        state = self.server.state
-        if parts.path == "/_admin/stats":
+    def get(self, path: str, query: str) -> _Answer:
+        state = self.state
+        if path == "/_admin/stats":
             with state.lock:
                 stats = state.stats()
-            self._reply(200, stats)
-        elif parts.path == "/jobs":
-            self._lookup(parse_qs(parts.query).get("token", [""])[0])
-        elif parts.path.startswith("/jobs/"):
-            job_id = parts.path[len("/jobs/") :]
-            with state.lock:
-                state.counters["status_calls"] += 1
-                failing = state.config.status_errors.pop(0) if state.config.status_errors else 0
-                job = None if failing else state.jobs.get(job_id)
-                if job is not None:
-                    state.advance(job)
-                    state.save()
-                    answer = _status_answer(job)
-            if failing:
-                self._reply(failing, {"error": {"message": f"status refused with HTTP {failing}"}})
-            elif job is None:
-                self._reply(404, {"error": {"message": f"no job {job_id}"}})
-            else:
-                if answer["error"] is not None:
-                    answer["error"]["message"] += self._echo()
-                self._reply(200, answer)
-        else:
-            self._reply(404, {"error": {"message": f"no route {parts.path}"}})
+            return self._reply(200, stats)
+        if path == "/jobs":
+            return self._lookup(parse_qs(query).get("token", [""])[0])
+        if not path.startswith("/jobs/"):
+            return self._reply(404, {"error": {"message": f"no route {path}"}})
+        job_id = path[len("/jobs/") :]
+        with state.lock:
+            state.counters["status_calls"] += 1
+            failing = state.config.status_errors.pop(0) if state.config.status_errors else 0
+            job = None if failing else state.jobs.get(job_id)
+            if job is not None:
+                state.advance(job)
+                state.save()
+                answer = _status_answer(job)
+        if failing:
+            return self._reply(failing, {"error": {"message": f"status refused with HTTP {failing}"}})
+        if job is None:
+            return self._reply(404, {"error": {"message": f"no job {job_id}"}})
+        if answer["error"] is not None:
+            answer["error"]["message"] += self._echo()
+        return self._reply(200, answer)
 
-    def do_POST(self) -> None:
-        if not self._authorized():
-            return
-        path = urlsplit(self.path).path
+    def post(self, path: str, raw: bytes) -> _Answer:
         try:
-            body = self._body()
+            body = json.loads(raw or b"null")
         except ValueError:
-            self._reply(400, {"error": {"message": "body is not JSON"}})
-            return
+            return self._reply(400, {"error": {"message": "body is not JSON"}})
         if path == "/_admin/config":
-            self._configure(body)
-        elif path == "/jobs":
-            self._submit(body)
-        else:
-            self._reply(404, {"error": {"message": f"no route {path}"}})
+            return self._configure(body)
+        if path == "/jobs":
+            return self._submit(body)
+        return self._reply(404, {"error": {"message": f"no route {path}"}})
 
-    def _configure(self, body: Any) -> None:
-        state = self.server.state
+    def _configure(self, body: Any) -> _Answer:
+        state = self.state
         with state.lock:
             try:
                 state.config.update(body if isinstance(body, dict) else {})
                 answer: tuple[int, Any] = (200, dataclasses.asdict(state.config))
             except ValueError as exc:
                 answer = (400, {"error": {"message": str(exc)}})
-        self._reply(*answer)
+        return self._reply(*answer)
 
-    def _lookup(self, token: str) -> None:
-        state = self.server.state
+    def _lookup(self, token: str) -> _Answer:
+        state = self.state
         with state.lock:
             state.counters["lookup_calls"] += 1
             failing = state.config.lookup_errors.pop(0) if state.config.lookup_errors else 0
             offered, style = state.config.lookup, state.config.lookup_style
             found = [j["id"] for j in state.jobs.values() if token and j["token"] == token]
         if failing:
-            self._reply(failing, {"error": {"message": f"lookup refused with HTTP {failing}"}})
-        elif not offered:
-            self._reply(501, {"error": {"message": "lookup by token is not offered"}})
-        elif style == "list":
-            self._reply(200, {"jobs": [{"id": job_id} for job_id in found]})
-        elif found:
-            self._reply(200, {"job": {"id": found[0]}})
-        else:
-            self._reply(404, {"error": {"code": "no_job", "message": "no job for this token"}})
+            return self._reply(failing, {"error": {"message": f"lookup refused with HTTP {failing}"}})
+        if not offered:
+            return self._reply(501, {"error": {"message": "lookup by token is not offered"}})
+        if style == "list":
+            return self._reply(200, {"jobs": [{"id": job_id} for job_id in found]})
+        if found:
+            return self._reply(200, {"job": {"id": found[0]}})
+        return self._reply(404, {"error": {"code": "no_job", "message": "no job for this token"}})
 
-    def _submit(self, body: Any) -> None:
-        state = self.server.state
+    def _submit(self, body: Any) -> _Answer:
+        state = self.state
         token = self.headers.get(TOKEN_HEADER)
         if not isinstance(body, dict):
-            self._reply(400, {"error": {"message": "the request must be a JSON object"}})
-            return
+            return self._reply(400, {"error": {"message": "the request must be a JSON object"}})
         with state.lock:
             counters = state.counters
             counters["submissions"] += 1
@@ -253,10 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
             if fault in ("4xx", "5xx") or body.get("prompt") == "":
                 state.save()
                 if fault == "5xx":
-                    self._reply(503, {"error": {"message": "service unavailable"}})
-                else:
-                    self._reply(422, {"error": {"message": "request rejected: prompt must not be empty"}})
-                return
+                    return self._reply(503, {"error": {"message": "service unavailable"}})
+                return self._reply(422, {"error": {"message": "request rejected: prompt must not be empty"}})
             existing = [j for j in state.jobs.values() if token and j["token"] == token]
             if state.config.honour_tokens and existing:
                 job, code = existing[0], 200
@@ -271,18 +267,11 @@ class _Handler(BaseHTTPRequestHandler):
                 code = 201
             state.save()
             answer = {"job": {"id": job["id"], "status": job["status"]}}
-        if fault == "drop_after_accept":
-            self.close_connection = True  # the job exists; the client never hears of it
-            return
-        if fault == "slow":
-            self.server.stopping.wait(state.config.slow_seconds)
         if fault == "5xx_after_accept":
-            self._reply(500, {"error": {"message": "internal error after accepting"}})
-            return
+            return self._reply(500, {"error": {"message": "internal error after accepting"}})
         if fault == "409_after_accept":
-            self._reply(409, {"error": {"message": "a request with this idempotency key is in progress"}})
-            return
-        self._reply(code, answer)
+            return self._reply(409, {"error": {"message": "a request with this idempotency key is in progress"}})
+        return self._reply(code, answer, fault)
 
 
 def _status_answer(job: dict[str, Any]) -> dict[str, Any]:
@@ -294,11 +283,31 @@ def _status_answer(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Server(ThreadedServer):
-    def __init__(self, address: tuple[str, int], state: _State, auth_token: str) -> None:
-        super().__init__(address, _Handler)
-        self.state = state
-        self.auth_token = auth_token
+def _app(state: _State, auth_token: str, stopping: threading.Event) -> Any:
+    """The API as a Starlette app: every path and method reaches `endpoint`, which routes as the API does."""
+
+    async def endpoint(request: Request) -> Response:
+        if request.method not in ("GET", "POST"):
+            return PlainTextResponse(f"Unsupported method ({request.method!r})", status_code=501)
+        # The path as sent (percent-escapes kept), as the API matches and names it in a 404.
+        path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+        call = _Call(state, auth_token, request.headers)
+        answer = call.refusal()
+        if answer is None and request.method == "GET":
+            answer = call.get(path, request.scope["query_string"].decode("latin-1"))
+        elif answer is None:
+            answer = call.post(path, await request.body())
+        if answer.fault == "drop_after_accept":
+            await drop_connection(request)  # the job exists; the client never hears of it
+        elif answer.fault == "slow":
+            await hold(stopping, state.config.slow_seconds)
+        return json_answer(answer.code, answer.body)
+
+    return with_drops(Starlette(routes=[Route("/{path:path}", endpoint, methods=_METHODS)]))
+
+
+#: Every method reaches the endpoint, which answers 501 to all but GET and POST.
+_METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 class ProviderServer(BackgroundServer):
@@ -319,7 +328,8 @@ class ProviderServer(BackgroundServer):
         cfg.update(config)
         self.auth_token = auth_token
         self._state = _State(cfg, None if state_file is None else Path(state_file))
-        super().__init__(_Server((host, port), self._state, auth_token), host)
+        stopping = threading.Event()
+        super().__init__(UvicornServer((host, port), _app(self._state, auth_token, stopping), stopping), host)
 
     @property
     def auth_value(self) -> str:

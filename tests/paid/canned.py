@@ -14,16 +14,18 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
 import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from tests.paid.background_server import BackgroundServer
+from tests.paid.background_server import AppServer
 
 
-class CannedServer(BackgroundServer):
+class CannedServer(AppServer):
     """``with CannedServer(404, "text/html", "<h1>no</h1>") as srv: srv.url``."""
 
     def __init__(
@@ -37,41 +39,32 @@ class CannedServer(BackgroundServer):
     ) -> None:
         self.answer = (status, content_type, body.encode(), dict(headers or {}))
         self.requests: list[tuple[str, str]] = []
-        super().__init__(self._handler(), host)
+        super().__init__(self._app(), host)
 
     @property
     def posts(self) -> int:
         return sum(1 for method, _ in self.requests if method == "POST")
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        canned = self
+    def _app(self) -> Starlette:
+        async def get(request: Request) -> Response:
+            self.requests.append(("GET", _target(request)))
+            status, content_type, raw, headers = self.answer
+            return Response(raw, status_code=status, headers={"Content-Type": content_type, **headers})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        async def post(request: Request) -> Response:
+            self.requests.append(("POST", _target(request)))
+            await request.body()
+            body = json.dumps({"job": {"id": f"job-canned-{self.posts}", "status": "queued"}}).encode()
+            return Response(body, status_code=201, media_type="application/json")
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        return Starlette(routes=[Route("/{path:path}", post, methods=["POST"]), Route("/{path:path}", get)])
 
-            def _send(self, status: int, content_type: str, raw: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(raw)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(raw)
 
-            def do_GET(self) -> None:
-                canned.requests.append(("GET", self.path))
-                self._send(*canned.answer)
-
-            def do_POST(self) -> None:
-                canned.requests.append(("POST", self.path))
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.dumps({"job": {"id": f"job-canned-{canned.posts}", "status": "queued"}}).encode()
-                self._send(201, "application/json", body, {})
-
-        return Handler
+def _target(request: Request) -> str:
+    """The request's path and query as sent."""
+    path: bytes = request.scope["raw_path"]
+    query: bytes = request.scope["query_string"]
+    return path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
 
 
 @contextmanager

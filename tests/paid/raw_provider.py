@@ -11,17 +11,20 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from airflow_idempotent_jobs.paid.http import HttpPaidProvider
 from airflow_idempotent_jobs.testing.server import server_provider_config
-from tests.paid.background_server import BackgroundServer
+from tests.paid.background_server import AppServer
 
 TOKEN = "raw-provider-secret"
 
 
-class RawProvider(BackgroundServer):
+class RawProvider(AppServer):
     """``with RawProvider() as api: api.cost = "NaN"``; every job completes on its first status call."""
 
     def __init__(self) -> None:
@@ -34,7 +37,7 @@ class RawProvider(BackgroundServer):
         self.submissions = 0
         self._ids = itertools.count()
         self._lock = threading.Lock()
-        super().__init__(self._handler())
+        super().__init__(self._app())
 
     def provider(self) -> HttpPaidProvider:
         config = server_provider_config(self.url, lookup_path=None)
@@ -47,30 +50,19 @@ class RawProvider(BackgroundServer):
             f' "output": {self.result}, "error": {error}}}'
         ).encode()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        api = self
+    def _app(self) -> Starlette:
+        async def submit(request: Request) -> Response:
+            await request.body()
+            with self._lock:
+                self.submissions += 1
+                job_id = f"job-{next(self._ids)}"
+            return _json(201, json.dumps({"job": {"id": job_id, "status": "queued"}}).encode())
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        async def status(request: Request) -> Response:
+            return _json(200, self._status_body(request.url.path.rsplit("/", 1)[-1]))
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        return Starlette(routes=[Route("/{path:path}", submit, methods=["POST"]), Route("/{path:path}", status)])
 
-            def _reply(self, code: int, raw: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
 
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with api._lock:
-                    api.submissions += 1
-                    job_id = f"job-{next(api._ids)}"
-                self._reply(201, json.dumps({"job": {"id": job_id, "status": "queued"}}).encode())
-
-            def do_GET(self) -> None:
-                self._reply(200, api._status_body(self.path.rsplit("/", 1)[-1]))
-
-        return Handler
+def _json(code: int, raw: bytes) -> Response:
+    return Response(raw, status_code=code, media_type="application/json")

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from airflow_idempotent_jobs import SubmissionState, open_store
@@ -65,11 +65,7 @@ def unshare_works() -> None:
 
 
 def _dead_here(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not psutil.pid_exists(pid)
 
 
 def _child(server: ProviderServer, store: Path, eid: str, **options: object) -> list[str]:
