@@ -21,7 +21,14 @@ if TYPE_CHECKING:
 __all__ = ["MOVED", "install"]
 
 #: Old module path -> the module that holds its names now.
-MOVED: Final[dict[str, str]] = {}
+MOVED: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.stores.pg_allocate": "airflow_idempotent_jobs.stores.postgres._allocate",
+    "airflow_idempotent_jobs.stores.pg_check": "airflow_idempotent_jobs.stores.postgres._check",
+    "airflow_idempotent_jobs.stores.pg_connection": "airflow_idempotent_jobs.stores.postgres._connection",
+    "airflow_idempotent_jobs.stores.pg_options": "airflow_idempotent_jobs.stores.postgres._options",
+    "airflow_idempotent_jobs.stores.pg_schema": "airflow_idempotent_jobs.stores.postgres._schema",
+    "airflow_idempotent_jobs.stores.pg_session": "airflow_idempotent_jobs.stores.postgres._session",
+}
 
 
 class _MovedFinder:

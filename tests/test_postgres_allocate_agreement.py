@@ -23,10 +23,11 @@ from airflow_idempotent_jobs import AllocationConflict, StoreCorrupted
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.operations import Owner
-from airflow_idempotent_jobs.stores import pg_allocate, pg_schema
 from airflow_idempotent_jobs.stores.base import EpisodeStore
-from airflow_idempotent_jobs.stores.pg_session import row_values, statements
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
+from airflow_idempotent_jobs.stores.postgres._session import row_values, statements
 from airflow_idempotent_jobs.verify import check_store
 
 pytestmark = pytest.mark.postgres

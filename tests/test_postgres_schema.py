@@ -15,8 +15,8 @@ from sqlalchemy.dialects.postgresql.base import PGInspector
 
 from airflow_idempotent_jobs import EpisodeStatus, StoreCorrupted, SubmissionState
 from airflow_idempotent_jobs.episode import TRANSITIONS
-from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.backends import PostgresBackend
 from tests.pg import spawn_together
 
@@ -132,7 +132,7 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
     from airflow_idempotent_jobs import AllocationConflict
     from airflow_idempotent_jobs.allocation import new_episode
     from airflow_idempotent_jobs.identity import WeekId
-    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+    from airflow_idempotent_jobs.stores.postgres._session import row_values, statements
 
     engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
     try:

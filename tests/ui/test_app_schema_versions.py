@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.ui.auth import Access
 from tests.pg import catalog, install_schema
 from tests.ui.page_client import page_client

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ..check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
-from ..episode import Episode
-from ..errors import InvalidIdentifier, StoreCorrupted
-from ..identity import EpisodeId, WeekId
-from . import pg_schema
-from .pg_allocate import row_deleted
+from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
+from ...episode import Episode
+from ...errors import InvalidIdentifier, StoreCorrupted
+from ...identity import EpisodeId, WeekId
+from . import _schema
+from ._allocate import row_deleted
 
 if TYPE_CHECKING:
-    from .postgres import PostgresEpisodeStore
+    from ._store import PostgresEpisodeStore
 
 __all__ = ["check_postgres_store"]
 
@@ -39,20 +39,20 @@ def check_postgres_store(
     # One read-only snapshot for the whole check, so that a concurrent allocation cannot look like a problem.
     reader = store.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
     with reader.connect() as conn, conn.begin():
-        version = pg_schema.current_version(conn, store.schema)
-        if version != pg_schema.LATEST_VERSION:
+        version = _schema.current_version(conn, store.schema)
+        if version != _schema.LATEST_VERSION:
             found = "no store schema" if version is None else f"schema version {version}"
             if version is None:
                 advice = " (the first allocation creates it)"
-            elif version > pg_schema.LATEST_VERSION:
+            elif version > _schema.LATEST_VERSION:
                 advice = " (a later release wrote it: upgrade airflow-idempotent-jobs)"
             else:
                 advice = " (any write migrates it)"
             return CheckReport(
-                [Problem(store.where(), f"{found}; this code uses version {pg_schema.LATEST_VERSION}{advice}")]
+                [Problem(store.where(), f"{found}; this code uses version {_schema.LATEST_VERSION}{advice}")]
             )
         episodes = tables.episodes
-        query = sa.select(*pg_schema.episode_columns(episodes)).where(episodes.c.namespace == store.namespace)
+        query = sa.select(*_schema.episode_columns(episodes)).where(episodes.c.namespace == store.namespace)
         if only:
             query = query.where(episodes.c.episode_id.in_([str(e) for e in only]))
         rows = conn.execute(query.order_by(episodes.c.week_id, episodes.c.sequence)).all()

@@ -3,7 +3,7 @@
 Updates (ledger moves, approval decisions) run these statements on the driver connection that
 the SQLAlchemy pool hands out, after ``BEGIN`` and the namespace's advisory lock: no
 per-statement compilation, and psycopg prepares them server-side after a few uses. Allocation no
-longer comes here: it is one call of ``allocate_episode`` (`pg_allocate`). The allocation
+longer comes here: it is one call of ``allocate_episode`` (`_allocate`). The allocation
 primitives (`PostgresSession.holders`, `highest_sequence`, `insert`) stay, because the store port
 (`EpisodeStore.allocate`, the rule as Python states it) is written against them, and the
 agreement test runs that statement of the rule against the server's.
@@ -21,8 +21,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from ..episode import SCHEMA_VERSION, Episode
-from ..errors import (
+from ...episode import SCHEMA_VERSION, Episode
+from ...errors import (
     AllocationConflict,
     DecisionConflict,
     EpisodeNotFound,
@@ -30,11 +30,11 @@ from ..errors import (
     InvalidIdentifier,
     StoreCorrupted,
 )
-from ..identity import EpisodeId, WeekId
-from . import pg_schema
+from ...identity import EpisodeId, WeekId
+from . import _schema
 
 if TYPE_CHECKING:
-    from .postgres import PostgresEpisodeStore
+    from ._store import PostgresEpisodeStore
 
 __all__ = [
     "IDENTITY_CHANGED",
@@ -73,7 +73,7 @@ class Statements:
 
 @functools.lru_cache(maxsize=16)
 def statements(schema: str) -> Statements:
-    s = pg_schema.quote_schema(schema)
+    s = _schema.quote_schema(schema)
     columns = (
         "namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, "
         "created_at, updated_at, submission_state, submission, metadata, schema_version, approval"

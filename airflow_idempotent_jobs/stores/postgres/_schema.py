@@ -29,8 +29,8 @@ from sqlalchemy import cast as sa_cast
 from sqlalchemy.dialects.postgresql import ENUM, JSONB
 from sqlalchemy.exc import DBAPIError
 
-from ..episode import SubmissionState
-from ..errors import InvalidConfiguration, StoreTooNew
+from ...episode import SubmissionState
+from ...errors import InvalidConfiguration, StoreTooNew
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -251,7 +251,7 @@ def current_version(conn: Connection, schema: str) -> int | None:
 def newer_schema(where: str, found: int) -> StoreTooNew:
     """What every process of this release says of a schema a later release wrote: no code here can
     read or migrate it, so the only way on is a newer package (on every host that uses the store)."""
-    from .. import __version__
+    from ... import __version__
 
     return StoreTooNew(where, found, LATEST_VERSION, __version__)
 

@@ -2,7 +2,7 @@
 
 For Celery or Kubernetes executors, whose workers allocate from several hosts at once (a file
 lock protects one host only). Allocation is one call, one round trip, its own transaction
-(`pg_allocate`; the function is migration 0004)::
+(`_allocate`; the function is migration 0004)::
 
     SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
       -- in the server: the key looked up without the lock (a retry that finds its own episode
@@ -22,7 +22,7 @@ one message. Unique constraints on ``(namespace, week_id, sequence)`` and ``(nam
 allocation_key)`` are the backstop. A call whose answer is lost may have committed: the retry
 finds its episode (``reused``), so a retry never allocates twice.
 
-The call travels on a pool of its own (`pg_connection.create_allocation_engine`): autocommit, and
+The call travels on a pool of its own (`_connection.create_allocation_engine`): autocommit, and
 no pre-ping, which would double the call's round trips; an idle connection the
 server closed is recognised without a round trip and replaced before use. A call whose
 connection breaks is not retried here: it may have committed, and the caller's retry with the
@@ -32,9 +32,9 @@ allocation uses that engine's pool as it is.
 Updates (the ledger, approvals) keep a locked READ COMMITTED transaction of a few statements
 (`_session`, `PostgresSession`): they run the caller's Python rule between read and write.
 
-Every wait for the server is bounded (`pg_connection`): a server that stops answering, even a
+Every wait for the server is bounded (`_connection`): a server that stops answering, even a
 stopped backend that cannot run its own timeouts, is `StoreUnavailable` within lock_timeout +
-statement_timeout + 1 s. The URL's options are checked before anything connects (`pg_options`).
+statement_timeout + 1 s. The URL's options are checked before anything connects (`_options`).
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.pool import PoolProxiedConnection
 
-from .. import safe_json
-from ..allocation import checked_owner, refuse_another_dag
-from ..check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
-from ..episode import Episode
-from ..errors import (
+from ... import safe_json
+from ...allocation import checked_owner, refuse_another_dag
+from ...check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
+from ...episode import Episode
+from ...errors import (
     IdempotentJobsError,
     InvalidConfiguration,
     StoreCorrupted,
@@ -63,15 +63,16 @@ from ..errors import (
     StoreOutdated,
     StoreUnavailable,
 )
-from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
-from ..owner import Owner
-from . import POSTGRES_SCHEMES, pg_allocate, pg_schema
-from .base import EpisodeStore, WeekLike
-from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
-from .pg_options import WHAT, check_namespace, check_seconds, parse_store_url
-from .pg_session import PostgresSession
+from ...identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+from ...owner import Owner
+from ..base import EpisodeStore, WeekLike
+from ..url_parts import POSTGRES_SCHEMES
+from . import _allocate, _schema
+from ._connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
+from ._options import WHAT, check_namespace, check_seconds, parse_store_url
+from ._session import PostgresSession
 
-__all__ = ["PostgresEpisodeStore", "PostgresSession"]
+__all__ = ["PostgresEpisodeStore"]
 
 #: lock_not_available: lock_timeout expired.
 _LOCK_TIMEOUT: Final = "55P03"
@@ -124,8 +125,8 @@ class PostgresEpisodeStore(EpisodeStore):
             return given if given is not None else (found if found is not None else default)
 
         self._namespace = check_namespace(pick("namespace", namespace, "default"))
-        self.schema = pg_schema.check_schema(pick("schema", schema, pg_schema.DEFAULT_SCHEMA))
-        self.tables = pg_schema.tables(self.schema)
+        self.schema = _schema.check_schema(pick("schema", schema, _schema.DEFAULT_SCHEMA))
+        self.tables = _schema.tables(self.schema)
         self.lock_timeout = check_seconds(
             "lock_timeout", pick("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT), zero_ok=True
         )
@@ -142,7 +143,7 @@ class PostgresEpisodeStore(EpisodeStore):
             assert parsed is not None
             engine, self._owns_engine = create_engine(parsed.url, self.timeouts, dict(engine_options or {})), True
         self.engine = engine
-        #: Allocation's own pool (no pre-ping round trip: `pg_connection.create_allocation_engine`);
+        #: Allocation's own pool (no pre-ping round trip: `_connection.create_allocation_engine`);
         #: None with an engine of the caller's, whose pool allocation then shares.
         self._allocator: Engine | None = None
         if parsed is not None:
@@ -150,10 +151,10 @@ class PostgresEpisodeStore(EpisodeStore):
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self.lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
+        self.lock_key = _schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
         self._schema_ready = False
-        #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`pg_allocate`).
+        #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`_allocate`).
         self.explicit_transaction = False
         #: This namespace's identity once read or committed; the one a session of this thread commits under.
         self._identity: str | None = None
@@ -186,7 +187,7 @@ class PostgresEpisodeStore(EpisodeStore):
         with self._translated():
             try:
                 with self._allocation_connection() as conn:
-                    done = pg_allocate.call(self, conn, week_id, key, fp, new_identity, who)
+                    done = _allocate.call(self, conn, week_id, key, fp, new_identity, who)
             except psycopg.Error as exc:  # translated once the connection is back in the pool, or discarded
                 raise self._translate(exc) from exc
         if done.identity is not None:
@@ -308,7 +309,7 @@ class PostgresEpisodeStore(EpisodeStore):
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
-        from .pg_check import check_postgres_store
+        from ._check import check_postgres_store
 
         with self._translated():
             return check_postgres_store(self, ids, rules)
@@ -319,9 +320,9 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._schema_ready:
             return
         with self._translated(), self._writer.begin() as conn:
-            found = pg_schema.current_version(conn, self.schema)
-            if found != pg_schema.LATEST_VERSION:
-                pg_schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
+            found = _schema.current_version(conn, self.schema)
+            if found != _schema.LATEST_VERSION:
+                _schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
         self._schema_ready = True
 
     def require_existing(self) -> None:
@@ -329,16 +330,16 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._schema_ready:
             return
         with self._translated(), self._reader.connect() as conn:
-            found = pg_schema.current_version(conn, self.schema)
+            found = _schema.current_version(conn, self.schema)
         if found is None:
             raise StoreMissing(
                 f"no episode store in schema {self.schema} of {self._location}: nothing was ever written there "
                 "(readers create none)"
             )
-        if found > pg_schema.LATEST_VERSION:
-            raise pg_schema.newer_schema(self.where(), found)
-        if found != pg_schema.LATEST_VERSION:
-            raise StoreOutdated(f"in schema {self.schema} of {self._location}", found, pg_schema.LATEST_VERSION)
+        if found > _schema.LATEST_VERSION:
+            raise _schema.newer_schema(self.where(), found)
+        if found != _schema.LATEST_VERSION:
+            raise StoreOutdated(f"in schema {self.schema} of {self._location}", found, _schema.LATEST_VERSION)
         self._schema_ready = True
 
     # -- rows ----------------------------------------------------------------------------------
@@ -350,14 +351,14 @@ class PostgresEpisodeStore(EpisodeStore):
     def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
         """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row.
 
-        The JSON columns arrive as text (`pg_schema.episode_columns`) and are parsed here by
+        The JSON columns arrive as text (`_schema.episode_columns`) and are parsed here by
         `safe_json`: PostgreSQL's jsonb holds what Python must not (``1e999`` is a 1 000-digit
         numeric, nesting thousands deep), and the driver's ``json.loads`` would fail on it with a
         traceback, or not at all, before anyone knew which row it came from.
         """
         where = self.where(str(data["episode_id"]))
         parsed: dict[str, Any] = {}
-        for name in pg_schema.JSON_COLUMNS:
+        for name in _schema.JSON_COLUMNS:
             if data[name] is None and name == "approval":  # nobody was asked: the record has no approval
                 continue
             try:
@@ -391,9 +392,7 @@ class PostgresEpisodeStore(EpisodeStore):
     def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
         self.ensure_schema()
         episodes = self.tables.episodes
-        query = sa.select(*pg_schema.episode_columns(episodes)).where(
-            episodes.c.namespace == self._namespace, condition
-        )
+        query = sa.select(*_schema.episode_columns(episodes)).where(episodes.c.namespace == self._namespace, condition)
         with self._translated(), self._reader.connect() as conn:
             return list(conn.execute(query))
 
@@ -438,7 +437,7 @@ class PostgresEpisodeStore(EpisodeStore):
 def _discarded_if_broken(pooled: PoolProxiedConnection) -> Iterator[psycopg.Connection[Any]]:
     """The pooled connection's psycopg connection, discarded unless it goes back idle and whole.
 
-    The allocation pool does not roll back on return (`pg_connection.create_allocation_engine`): a
+    The allocation pool does not roll back on return (`_connection.create_allocation_engine`): a
     connection left broken, or inside a transaction (an interrupted explicit call), is invalidated
     here instead, so the next call never starts inside someone else's transaction.
     """

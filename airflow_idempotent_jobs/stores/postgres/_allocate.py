@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import psycopg
 
-from .. import safe_json
-from ..allocation import another_fingerprint, another_week, new_episode, several_holders
-from ..episode import Episode, utc_now
-from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
-from ..identity import WeekId
-from ..owner import Owner
-from . import pg_schema
-from .pg_session import IDENTITY_RE
+from ... import safe_json
+from ...allocation import another_fingerprint, another_week, new_episode, several_holders
+from ...episode import Episode, utc_now
+from ...errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
+from ...identity import WeekId
+from ...owner import Owner
+from . import _schema
+from ._session import IDENTITY_RE
 
 if TYPE_CHECKING:
-    from .postgres import PostgresEpisodeStore
+    from ._store import PostgresEpisodeStore
 
 __all__ = ["ANSWERS", "Allocated", "call", "call_sql", "row_deleted"]
 
@@ -90,7 +90,7 @@ def call_sql(schema: str, lock_key: int, lock_ms: int) -> str:
     new identity) is bound, positionally.
     """
     submission, schema_version = _fresh_columns()
-    s = pg_schema.quote_schema(schema)
+    s = _schema.quote_schema(schema)
     return (
         f"SELECT * FROM {s}.allocate_episode(%s::text, {lock_key:d}::bigint, '{lock_ms:d}'::text, %s::text,"
         f" %s::text, %s::text, %s::text, {_literal(submission)}::jsonb, %s::jsonb,"
