@@ -46,7 +46,7 @@ def pg_url(dbname: str) -> str:
 
 def insert_before_approvals(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
     """Insert ``episode`` as schema versions 1 and 2 stored it (no ``approval`` column): for upgrade tests."""
-    from airflow_idempotent_jobs.stores.postgres._session import row_values
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
 
     values = row_values(namespace, episode)
     del values["approval"]
@@ -102,7 +102,8 @@ def install_schema(url: str, version: int, episodes: list[Any] | None = None) ->
     from airflow_idempotent_jobs.allocation import new_episode
     from airflow_idempotent_jobs.identity import WeekId
     from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
-    from airflow_idempotent_jobs.stores.postgres._session import row_values, statements
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
+    from airflow_idempotent_jobs.stores.postgres._statements import statements
 
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:

@@ -27,7 +27,8 @@ from airflow_idempotent_jobs.stores.base import EpisodeStore
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
-from airflow_idempotent_jobs.stores.postgres._session import row_values, statements
+from airflow_idempotent_jobs.stores.postgres._rows import row_values
+from airflow_idempotent_jobs.stores.postgres._statements import statements
 from airflow_idempotent_jobs.verify import check_store
 
 pytestmark = pytest.mark.postgres

@@ -132,7 +132,8 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
     from airflow_idempotent_jobs import AllocationConflict
     from airflow_idempotent_jobs.allocation import new_episode
     from airflow_idempotent_jobs.identity import WeekId
-    from airflow_idempotent_jobs.stores.postgres._session import row_values, statements
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
+    from airflow_idempotent_jobs.stores.postgres._statements import statements
 
     engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
     try:

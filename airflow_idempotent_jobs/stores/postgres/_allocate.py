@@ -19,6 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import psycopg
+from psycopg.rows import dict_row
 
 from ... import safe_json
 from ...allocation import another_fingerprint, another_week, new_episode, several_holders
@@ -61,24 +62,6 @@ class Allocated:
     episode: Episode
     #: The identity recorded for the namespace, when the call asked for it (else None).
     identity: str | None
-
-
-#: The columns of a reused holder's row, as the function answers them after outcome and identity.
-_HELD: Final = (
-    "sequence",
-    "episode_id",
-    "week_id",
-    "allocation_key",
-    "fingerprint",
-    "status",
-    "created_at",
-    "updated_at",
-    "submission_state",
-    "submission",
-    "metadata",
-    "schema_version",
-    "approval",
-)
 
 
 @functools.lru_cache(maxsize=16)
@@ -132,11 +115,11 @@ def call(
         except psycopg.Error as again:
             _refuse(store, week, key, fingerprint, again)
     assert row is not None
-    outcome, identity, sequence = row[0], row[1], row[2]
+    outcome, identity, sequence = row["outcome"], row["identity"], row["sequence"]
     if identity is not None and not (isinstance(identity, str) and IDENTITY_RE.fullmatch(identity)):
         raise StoreCorrupted(store.where(table="store_identity"), "identity is not 32 hex digits")
     if outcome == "reused":  # a row written by anyone: read as every read is
-        held = store.episode_from_row(dict(zip(_HELD, row[2:], strict=True)))
+        held = store.episode_from_row(row)  # the function answers the row's columns by their names
         return Allocated(dataclasses.replace(held, reused=True), identity)
     if outcome != "new" or not isinstance(sequence, int):
         raise StoreCorrupted(store.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
@@ -159,9 +142,7 @@ def _literal(text: str) -> str:
     return f"$ij${text}$ij$"
 
 
-def _send(
-    conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], *, explicit: bool
-) -> tuple[Any, ...] | None:
+def _send(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], *, explicit: bool) -> dict[str, Any] | None:
     """One round trip: the call alone in autocommit, or inside ``BEGIN ISOLATION LEVEL READ COMMITTED``.
 
     Alone, psycopg prepares it on the connection after a few uses (its ``prepare_threshold``; the
@@ -173,8 +154,9 @@ def _send(
     so it is rolled back before the connection goes back to the pool.
     """
     if not explicit:
-        return conn.execute(sql, params).fetchone()
-    with psycopg.ClientCursor(conn) as client:
+        with conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, params).fetchone()
+    with psycopg.ClientCursor(conn, row_factory=dict_row) as client:
         try:
             client.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql}; COMMIT", params)
         except psycopg.Error:

@@ -12,14 +12,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ...episode import Episode
 from ...errors import InvalidIdentifier, StoreCorrupted
 from ...identity import EpisodeId, WeekId
 from . import _schema
 from ._allocate import row_deleted
+from ._statements import statements
 
 if TYPE_CHECKING:
     from ._store import PostgresEpisodeStore
@@ -35,7 +34,6 @@ def check_postgres_store(
 ) -> CheckReport:
     """Schema version, every row (or the named ones), one key per episode, the weeks' high-water marks,
     and the rows that are missing (deleted: a tombstone, or a sequence up to the week's mark without a row)."""
-    tables = store.tables
     # One read-only snapshot for the whole check, so that a concurrent allocation cannot look like a problem.
     reader = store.engine.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
     with reader.connect() as conn, conn.begin():
@@ -51,35 +49,14 @@ def check_postgres_store(
             return CheckReport(
                 [Problem(store.where(), f"{found}; this code uses version {_schema.LATEST_VERSION}{advice}")]
             )
-        episodes = tables.episodes
-        query = sa.select(*_schema.episode_columns(episodes)).where(episodes.c.namespace == store.namespace)
+        sql, ns = statements(store.schema), {"namespace": store.namespace}
+        query, params = sql.episodes, dict[str, Any](ns)
         if only:
-            query = query.where(episodes.c.episode_id.in_([str(e) for e in only]))
-        rows = conn.execute(query.order_by(episodes.c.week_id, episodes.c.sequence)).all()
-        marks = dict(
-            conn.execute(
-                sa.select(tables.weeks.c.week_id, tables.weeks.c.highest_sequence).where(
-                    tables.weeks.c.namespace == store.namespace
-                )
-            ).all()
-        )
-        tombs = tables.episode_tombstones
-        tombstones = {
-            row.episode_id: row
-            for row in conn.execute(
-                sa.select(
-                    tombs.c.episode_id,
-                    tombs.c.week_id,
-                    tombs.c.sequence,
-                    tombs.c.allocation_key,
-                    tombs.c.deleted_at,
-                    tombs.c.deleted_by,
-                ).where(tombs.c.namespace == store.namespace)
-            )
-        }
-        identity = conn.execute(
-            sa.select(tables.store_identity.c.identity).where(tables.store_identity.c.namespace == store.namespace)
-        ).scalar_one_or_none()
+            query, params = f"{query} AND episode_id = ANY(%(ids)s)", {**ns, "ids": [str(e) for e in only]}
+        rows = [row._mapping for row in conn.exec_driver_sql(f"{query} ORDER BY week_id, sequence", params)]
+        marks = {str(week): mark for week, mark in conn.exec_driver_sql(sql.marks, ns)}
+        tombstones = {row.episode_id: row for row in conn.exec_driver_sql(sql.tombstones, ns)}
+        identity = conn.exec_driver_sql(sql.identity, ns).scalar_one_or_none()
     problems: list[Problem] = []
     if identity is None and (rows or marks):
         # Its tokens would derive from a new identity on the next write: a retry could not find its job.
@@ -87,7 +64,7 @@ def check_postgres_store(
     good: list[Episode] = []
     for row in rows:
         try:
-            episode = store.episode_from_row(row._mapping)
+            episode = store.episode_from_row(row)
         except StoreCorrupted as exc:
             problems.append(Problem(exc.where, exc.reason))
             continue
@@ -107,7 +84,7 @@ def check_postgres_store(
             problems.append(
                 Problem(store.where(episode.episode_id), f"week {episode.week_id} high-water mark {mark} is behind it")
             )
-    present = {str(row._mapping["episode_id"]): row._mapping["allocation_key"] for row in rows}
+    present = {str(row["episode_id"]): row["allocation_key"] for row in rows}
     named = {str(e) for e in only}
     # A tombstone whose row is back with its key was restored; any other names a row that is gone.
     deleted = {i: t for i, t in tombstones.items() if present.get(i) != t.allocation_key}
@@ -117,7 +94,7 @@ def check_postgres_store(
     if only:
         problems += [Problem(str(e), "episode not found") for e in only if str(e) not in present.keys() | deleted]
     else:
-        sequences = [(str(r._mapping["week_id"]), r._mapping["sequence"]) for r in rows]
+        sequences = [(str(r["week_id"]), r["sequence"]) for r in rows]
         sequences += [(str(t.week_id), t.sequence) for t in deleted.values()]
         problems += _gaps(store, marks, sequences)
         problems += unique_keys(good)

@@ -11,10 +11,8 @@ agreement test runs that statement of the rule against the server's.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -31,7 +29,8 @@ from ...errors import (
     StoreCorrupted,
 )
 from ...identity import EpisodeId, WeekId
-from . import _schema
+from ._rows import approval_value, episode_from_row, row_values
+from ._statements import statements
 
 if TYPE_CHECKING:
     from ._store import PostgresEpisodeStore
@@ -43,8 +42,6 @@ __all__ = [
     "ILLEGAL_TRANSITION",
     "STORE_IDENTITY_CHANGED",
     "PostgresSession",
-    "Statements",
-    "statements",
 ]
 
 #: SQLSTATEs raised by the guard triggers of migrations 0001, 0002 and 0003.
@@ -55,92 +52,6 @@ STORE_IDENTITY_CHANGED = "IJ003"
 DECISION_CHANGED = "IJ004"
 #: A store identity: 128 random bits in hex (the schema's check constraint says the same).
 IDENTITY_RE = re.compile(r"[0-9a-f]{32}")
-
-
-@dataclass(frozen=True)
-class Statements:
-    """Every statement of the locked transaction, for one schema (BEGIN and the lock are sent by the store)."""
-
-    holders: str
-    load: str
-    week: str
-    highest: str
-    insert: str
-    replace: str
-    identity: str
-    new_identity: str
-
-
-@functools.lru_cache(maxsize=16)
-def statements(schema: str) -> Statements:
-    s = _schema.quote_schema(schema)
-    columns = (
-        "namespace, episode_id, week_id, sequence, allocation_key, fingerprint, status, "
-        "created_at, updated_at, submission_state, submission, metadata, schema_version, approval"
-    )
-    # The JSON columns as text: `safe_json` parses them, row by row (`PostgresEpisodeStore.episode_from_row`).
-    read = columns.replace(
-        "submission, metadata, schema_version, approval",
-        "submission::text AS submission, metadata::text AS metadata, schema_version, approval::text AS approval",
-    )
-    select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
-    return Statements(
-        holders=f"{select} AND allocation_key = %(key)s",
-        load=f"{select} AND episode_id = %(episode_id)s",
-        week=f"{select} AND week_id = %(week_id)s",
-        # The week's high-water mark, or a row or tombstone it somehow missed: whichever is higher.
-        highest=(
-            f"SELECT greatest((SELECT highest_sequence FROM {s}.weeks"
-            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
-            f" (SELECT max(sequence) FROM {s}.episodes WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
-            f" (SELECT max(sequence) FROM {s}.episode_tombstones"
-            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s))"
-        ),
-        # The high-water mark and the episode in one statement (one round trip).
-        insert=(
-            f"WITH mark AS (INSERT INTO {s}.weeks AS w (namespace, week_id, highest_sequence)"
-            " VALUES (%(namespace)s, %(week_id)s, %(sequence)s) ON CONFLICT (namespace, week_id)"
-            " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
-            f" INSERT INTO {s}.episodes ({columns}) VALUES (%(namespace)s, %(episode_id)s, %(week_id)s,"
-            " %(sequence)s, %(allocation_key)s, %(fingerprint)s, %(status)s, %(created_at)s, %(updated_at)s,"
-            f" %(submission_state)s::{s}.submission_state, %(submission)s, %(metadata)s, %(schema_version)s,"
-            " %(approval)s)"
-        ),
-        # A conditional update: it applies only to the row as the caller last read it.
-        replace=(
-            f"UPDATE {s}.episodes SET status = %(status)s, updated_at = %(updated_at)s,"
-            f" submission_state = %(submission_state)s::{s}.submission_state, submission = %(submission)s,"
-            " metadata = %(metadata)s, schema_version = %(schema_version)s, approval = %(approval)s"
-            " WHERE namespace = %(namespace)s AND episode_id = %(episode_id)s"
-            f" AND submission_state = %(before_state)s::{s}.submission_state"
-            " AND submission = %(before_submission)s AND status = %(before_status)s"
-            " AND approval IS NOT DISTINCT FROM %(before_approval)s::jsonb"
-            " RETURNING episode_id"
-        ),
-        identity=f"SELECT identity FROM {s}.store_identity WHERE namespace = %(namespace)s",
-        new_identity=f"INSERT INTO {s}.store_identity (namespace, identity) VALUES (%(namespace)s, %(identity)s)",
-    )
-
-
-def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
-    """The parameters of one ``episodes`` row: the fields of ``to_record()``, JSON as JSONB.
-
-    ``approval`` is NULL when the record has none, so such a record reads back without the key.
-    """
-    record = episode.to_record()
-    return {
-        "namespace": namespace,
-        **{k: record[k] for k in ("episode_id", "week_id", "sequence", "allocation_key", "fingerprint")},
-        **{k: record[k] for k in ("status", "created_at", "updated_at", "schema_version")},
-        "submission": Jsonb(record["submission"]),
-        "metadata": Jsonb(record["metadata"]),
-        "submission_state": episode.submission.state.value,
-        "approval": _approval(record),
-    }
-
-
-def _approval(record: Mapping[str, Any]) -> Jsonb | None:
-    return Jsonb(record["approval"]) if "approval" in record else None
 
 
 class PostgresSession:
@@ -157,7 +68,7 @@ class PostgresSession:
     def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
         with self._conn.cursor(row_factory=dict_row) as cur:
             cur.execute(sql, {"namespace": self._namespace, **params})
-            return [self._store.episode_from_row(row) for row in cur]
+            return [episode_from_row(row, self._store.where(str(row["episode_id"]))) for row in cur]
 
     def holders(self, allocation_key: str) -> list[Episode]:
         return self._episodes(self._sql.holders, {"key": allocation_key})
@@ -233,7 +144,7 @@ class PostgresSession:
             before_state=before.submission.state.value,
             before_submission=Jsonb(before.submission.to_dict()),
             before_status=before.status.value,
-            before_approval=_approval(before.to_record()),
+            before_approval=approval_value(before.to_record()),
         )
         was, wanted = before.submission.state.value, after.submission.state.value
         try:

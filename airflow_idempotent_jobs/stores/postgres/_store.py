@@ -48,10 +48,9 @@ from typing import Any, Final
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
-from ... import safe_json
 from ...allocation import checked_owner, refuse_another_dag
 from ...check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
 from ...episode import Episode
@@ -70,7 +69,9 @@ from ..url_parts import POSTGRES_SCHEMES
 from . import _allocate, _schema
 from ._connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
 from ._options import WHAT, check_namespace, check_seconds, parse_store_url
+from ._rows import episode_from_row
 from ._session import PostgresSession
+from ._statements import statements
 
 __all__ = ["PostgresEpisodeStore"]
 
@@ -127,6 +128,7 @@ class PostgresEpisodeStore(EpisodeStore):
         self._namespace = check_namespace(pick("namespace", namespace, "default"))
         self.schema = _schema.check_schema(pick("schema", schema, _schema.DEFAULT_SCHEMA))
         self.tables = _schema.tables(self.schema)
+        self._sql = statements(self.schema)
         self.lock_timeout = check_seconds(
             "lock_timeout", pick("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT), zero_ok=True
         )
@@ -280,25 +282,23 @@ class PostgresEpisodeStore(EpisodeStore):
         return created
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
-        episodes = self.tables.episodes
-        rows = self._select(episodes.c.episode_id == str(episode_id))
-        return self.episode_from_row(rows[0]._mapping) if rows else None
+        rows = self._select(self._sql.load, episode_id=str(episode_id))
+        return self.episode_from_row(rows[0]) if rows else None
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        rows = self._select(self.tables.episodes.c.allocation_key == allocation_key)
-        return [self.episode_from_row(row._mapping) for row in rows]
+        return [self.episode_from_row(row) for row in self._select(self._sql.holders, key=allocation_key)]
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
-        where = sa.true() if week is None else self.tables.episodes.c.week_id == str(week)
-        return [self.episode_from_row(row._mapping) for row in self._select(where)]
+        rows = self._select(self._sql.episodes) if week is None else self._select(self._sql.week, week_id=str(week))
+        return [self.episode_from_row(row) for row in rows]
 
     def _read_week(self, week: WeekId) -> WeekRead:
         read = WeekRead([])
-        for row in self._select(self.tables.episodes.c.week_id == str(week)):
+        for row in self._select(self._sql.week, week_id=str(week)):
             try:
-                read.episodes.append(self.episode_from_row(row._mapping))
+                read.episodes.append(self.episode_from_row(row))
             except StoreCorrupted as exc:
-                read.damaged.append(DamagedRecord(str(row._mapping["episode_id"]), exc.where, exc.reason))
+                read.damaged.append(DamagedRecord(str(row["episode_id"]), exc.where, exc.reason))
         return read
 
     def close(self) -> None:
@@ -349,52 +349,14 @@ class PostgresEpisodeStore(EpisodeStore):
         return f"{self._location} {self.schema}.{table}[{self._namespace}{key}]"
 
     def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
-        """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row.
+        """Validate one row of ``episodes`` (`_rows.episode_from_row`): `StoreCorrupted` names the row."""
+        return episode_from_row(data, self.where(str(data["episode_id"])))
 
-        The JSON columns arrive as text (`_schema.episode_columns`) and are parsed here by
-        `safe_json`: PostgreSQL's jsonb holds what Python must not (``1e999`` is a 1 000-digit
-        numeric, nesting thousands deep), and the driver's ``json.loads`` would fail on it with a
-        traceback, or not at all, before anyone knew which row it came from.
-        """
-        where = self.where(str(data["episode_id"]))
-        parsed: dict[str, Any] = {}
-        for name in _schema.JSON_COLUMNS:
-            if data[name] is None and name == "approval":  # nobody was asked: the record has no approval
-                continue
-            try:
-                parsed[name] = safe_json.loads(data[name])
-            except safe_json.UnsafeJson as exc:
-                raise StoreCorrupted(where, f"{name}: {exc}") from None
-        submission, metadata = parsed["submission"], parsed["metadata"]
-        if not isinstance(submission, dict):
-            raise StoreCorrupted(where, "submission is not a JSON object")
-        if not isinstance(metadata, dict):
-            raise StoreCorrupted(where, "metadata is not a JSON object")
-        if submission.get("state") != data["submission_state"]:
-            raise StoreCorrupted(where, "submission_state column disagrees with the submission record")
-        record = {
-            "schema_version": data["schema_version"],
-            "episode_id": data["episode_id"],
-            "week_id": data["week_id"],
-            "sequence": data["sequence"],
-            "allocation_key": data["allocation_key"],
-            "fingerprint": data["fingerprint"],
-            "status": data["status"],
-            "created_at": data["created_at"],
-            "updated_at": data["updated_at"],
-            "submission": submission,
-            "metadata": metadata,
-        }
-        if "approval" in parsed:
-            record["approval"] = parsed["approval"]
-        return Episode.from_record(record, where)
-
-    def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
+    def _select(self, sql: str, **params: Any) -> builtins.list[Mapping[Any, Any]]:
+        """Rows of this namespace by one of `_statements`, read without the lock."""
         self.ensure_schema()
-        episodes = self.tables.episodes
-        query = sa.select(*_schema.episode_columns(episodes)).where(episodes.c.namespace == self._namespace, condition)
         with self._translated(), self._reader.connect() as conn:
-            return list(conn.execute(query))
+            return [row._mapping for row in conn.exec_driver_sql(sql, {"namespace": self._namespace, **params})]
 
     # -- errors --------------------------------------------------------------------------------
     @contextmanager
