@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -29,11 +29,8 @@ from ...errors import (
     StoreCorrupted,
 )
 from ...identity import EpisodeId, WeekId
-from ._rows import approval_value, episode_from_row, row_values
-from ._statements import statements
-
-if TYPE_CHECKING:
-    from ._store import PostgresEpisodeStore
+from ._context import StoreContext
+from ._rows import approval_value, row_values
 
 __all__ = [
     "IDENTITY_CHANGED",
@@ -57,18 +54,18 @@ IDENTITY_RE = re.compile(r"[0-9a-f]{32}")
 class PostgresSession:
     """The store's primitives inside the allocation transaction, after the advisory lock."""
 
-    def __init__(self, store: PostgresEpisodeStore, conn: psycopg.Connection[Any]) -> None:
-        self._store = store
+    def __init__(self, context: StoreContext, conn: psycopg.Connection[Any]) -> None:
+        self._context = context
         self._conn = conn
-        self._sql = statements(store.schema)
-        self._namespace = store.namespace
+        self._sql = context.sql
+        self._namespace = context.namespace
         self._pending: list[Episode] = []
         self._new_identity: str | None = None
 
     def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
         with self._conn.cursor(row_factory=dict_row) as cur:
             cur.execute(sql, {"namespace": self._namespace, **params})
-            return [episode_from_row(row, self._store.where(str(row["episode_id"]))) for row in cur]
+            return [self._context.episode(row) for row in cur]
 
     def holders(self, allocation_key: str) -> list[Episode]:
         return self._episodes(self._sql.holders, {"key": allocation_key})
@@ -88,7 +85,7 @@ class PostgresSession:
         try:  # a mark no episode id can follow (past 999 999 999) was not written by this code
             EpisodeId(week, highest + 1)
         except InvalidIdentifier:
-            where = self._store.where(str(week), table="weeks")
+            where = self._context.where(str(week), table="weeks")
             raise StoreCorrupted(where, f"highest_sequence {highest} is out of range") from None
         return highest
 
@@ -98,7 +95,7 @@ class PostgresSession:
         if row is None:
             return None
         if not isinstance(row[0], str) or not IDENTITY_RE.fullmatch(row[0]):
-            raise StoreCorrupted(self._store.where(table="store_identity"), "identity is not 32 hex digits")
+            raise StoreCorrupted(self._context.where(table="store_identity"), "identity is not 32 hex digits")
         return row[0]
 
     def create_identity(self, identity: str) -> None:
@@ -134,7 +131,7 @@ class PostgresSession:
             # Under the advisory lock only a writer that bypassed it can get here: fail closed.
             if exc.diag.constraint_name == "episodes_allocation_key_key":
                 raise AllocationConflict(episode.allocation_key, "committed concurrently outside the lock") from exc
-            where = self._store.where(episode.episode_id)
+            where = self._context.where(episode.episode_id)
             raise StoreCorrupted(where, f"insert refused by {exc.diag.constraint_name}") from exc
 
     def replace(self, before: Episode, after: Episode) -> None:
@@ -161,7 +158,7 @@ class PostgresSession:
             # The row moved since ``before`` was read: someone wrote without the lock.
             now = self.load(before.id)
             if now is None:
-                raise EpisodeNotFound(before.episode_id, self._store.location)
+                raise EpisodeNotFound(before.episode_id, self._context.location)
             if now.approval != before.approval:
                 raise _decision_conflict(now, after)
             raise IllegalTransition(before.episode_id, now.submission.state.value, wanted)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from . import _schema
 from ._rows import COLUMNS, JSON_COLUMNS
+from ._schema import quote_schema
 
 __all__ = ["Statements", "statements"]
 
@@ -40,7 +40,7 @@ class Statements:
 
 @functools.lru_cache(maxsize=16)
 def statements(schema: str) -> Statements:
-    s = _schema.quote_schema(schema)
+    s = quote_schema(schema)
     read = ", ".join(f"{c}::text AS {c}" if c in JSON_COLUMNS else c for c in COLUMNS)
     select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
     values = ", ".join(f"%({c})s::{s}.submission_state" if c == "submission_state" else f"%({c})s" for c in COLUMNS)

@@ -68,10 +68,9 @@ from ..base import EpisodeStore, WeekLike
 from ..url_parts import POSTGRES_SCHEMES
 from . import _allocate, _schema
 from ._connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
+from ._context import StoreContext
 from ._options import WHAT, check_namespace, check_seconds, parse_store_url
-from ._rows import episode_from_row
 from ._session import PostgresSession
-from ._statements import statements
 
 __all__ = ["PostgresEpisodeStore"]
 
@@ -128,7 +127,6 @@ class PostgresEpisodeStore(EpisodeStore):
         self._namespace = check_namespace(pick("namespace", namespace, "default"))
         self.schema = _schema.check_schema(pick("schema", schema, _schema.DEFAULT_SCHEMA))
         self.tables = _schema.tables(self.schema)
-        self._sql = statements(self.schema)
         self.lock_timeout = check_seconds(
             "lock_timeout", pick("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT), zero_ok=True
         )
@@ -155,6 +153,8 @@ class PostgresEpisodeStore(EpisodeStore):
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.lock_key = _schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
+        #: What the helpers (`_session`, `_allocate`, `_check`) know of this store.
+        self._context = StoreContext(engine, self.schema, self._namespace, self._location, self.lock_key, self.timeouts)
         self._schema_ready = False
         #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`_allocate`).
         self.explicit_transaction = False
@@ -189,7 +189,13 @@ class PostgresEpisodeStore(EpisodeStore):
         with self._translated():
             try:
                 with self._allocation_connection() as conn:
-                    done = _allocate.call(self, conn, week_id, key, fp, new_identity, who)
+                    call = (self._context, conn, week_id, key, fp, new_identity, who)
+                    try:
+                        done = _allocate.call(*call, explicit=self.explicit_transaction)
+                    except _allocate.NeedsReadCommitted:
+                        # From now on this store says READ COMMITTED itself, on this connection first.
+                        self.explicit_transaction = True
+                        done = _allocate.call(*call, explicit=True)
             except psycopg.Error as exc:  # translated once the connection is back in the pool, or discarded
                 raise self._translate(exc) from exc
         if done.identity is not None:
@@ -233,7 +239,7 @@ class PostgresEpisodeStore(EpisodeStore):
             assert isinstance(conn, psycopg.Connection) and conn.autocommit
             try:
                 conn.execute(begin.encode())
-                session = PostgresSession(self, conn)
+                session = PostgresSession(self._context, conn)
                 identity = self._identity or self._identity_for(session)
                 self._local.identity = identity
                 try:
@@ -282,21 +288,25 @@ class PostgresEpisodeStore(EpisodeStore):
         return created
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
-        rows = self._select(self._sql.load, episode_id=str(episode_id))
-        return self.episode_from_row(rows[0]) if rows else None
+        rows = self._select(self._context.sql.load, episode_id=str(episode_id))
+        return self._context.episode(rows[0]) if rows else None
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        return [self.episode_from_row(row) for row in self._select(self._sql.holders, key=allocation_key)]
+        return [self._context.episode(row) for row in self._select(self._context.sql.holders, key=allocation_key)]
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
-        rows = self._select(self._sql.episodes) if week is None else self._select(self._sql.week, week_id=str(week))
-        return [self.episode_from_row(row) for row in rows]
+        rows = (
+            self._select(self._context.sql.episodes)
+            if week is None
+            else self._select(self._context.sql.week, week_id=str(week))
+        )
+        return [self._context.episode(row) for row in rows]
 
     def _read_week(self, week: WeekId) -> WeekRead:
         read = WeekRead([])
-        for row in self._select(self._sql.week, week_id=str(week)):
+        for row in self._select(self._context.sql.week, week_id=str(week)):
             try:
-                read.episodes.append(self.episode_from_row(row))
+                read.episodes.append(self._context.episode(row))
             except StoreCorrupted as exc:
                 read.damaged.append(DamagedRecord(str(row["episode_id"]), exc.where, exc.reason))
         return read
@@ -312,7 +322,7 @@ class PostgresEpisodeStore(EpisodeStore):
         from ._check import check_postgres_store
 
         with self._translated():
-            return check_postgres_store(self, ids, rules)
+            return check_postgres_store(self._context, ids, rules)
 
     # -- schema --------------------------------------------------------------------------------
     def ensure_schema(self) -> None:
@@ -345,12 +355,7 @@ class PostgresEpisodeStore(EpisodeStore):
     # -- rows ----------------------------------------------------------------------------------
     def where(self, row: str | None = None, table: str = "episodes") -> str:
         """A place in this store for messages: the database, schema, table, namespace and row."""
-        key = f"/{row}" if row else ""
-        return f"{self._location} {self.schema}.{table}[{self._namespace}{key}]"
-
-    def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
-        """Validate one row of ``episodes`` (`_rows.episode_from_row`): `StoreCorrupted` names the row."""
-        return episode_from_row(data, self.where(str(data["episode_id"])))
+        return self._context.where(row, table)
 
     def _select(self, sql: str, **params: Any) -> builtins.list[Mapping[Any, Any]]:
         """Rows of this namespace by one of `_statements`, read without the lock."""
