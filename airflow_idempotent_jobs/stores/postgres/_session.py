@@ -1,12 +1,11 @@
-"""The PostgreSQL store's primitives inside its locked transaction, as named SQL on the psycopg connection.
+"""The PostgreSQL store's update primitives inside its locked transaction, on the psycopg connection.
 
-Updates (ledger moves, approval decisions) run these statements on the driver connection that
-the SQLAlchemy pool hands out, after ``BEGIN`` and the namespace's advisory lock: no
-per-statement compilation, and psycopg prepares them server-side after a few uses. Allocation no
-longer comes here: it is one call of ``allocate_episode`` (`_allocate`). The allocation
-primitives (`PostgresSession.holders`, `highest_sequence`, `insert`) stay, because the store port
-(`EpisodeStore.allocate`, the rule as Python states it) is written against them, and the
-agreement test runs that statement of the rule against the server's.
+Updates (ledger moves, approval decisions) run `_statements` on the driver connection that the
+SQLAlchemy pool hands out, after ``BEGIN`` and the namespace's advisory lock: no per-statement
+compilation, and psycopg prepares them server-side after a few uses. Allocation is not a session
+of this kind: it is one call of ``allocate_episode`` (`_allocate`), so this session has the port's
+update primitives only (`base.StoreSession`), and the identity a namespace records with its first
+write.
 """
 
 from __future__ import annotations
@@ -21,11 +20,9 @@ from psycopg.types.json import Jsonb
 
 from ...episode import SCHEMA_VERSION, Episode
 from ...errors import (
-    AllocationConflict,
     DecisionConflict,
     EpisodeNotFound,
     IllegalTransition,
-    InvalidIdentifier,
     StoreCorrupted,
 )
 from ...identity import EpisodeId, WeekId
@@ -52,14 +49,13 @@ IDENTITY_RE = re.compile(r"[0-9a-f]{32}")
 
 
 class PostgresSession:
-    """The store's primitives inside the allocation transaction, after the advisory lock."""
+    """The store's update primitives inside its locked transaction, after the advisory lock."""
 
     def __init__(self, context: StoreContext, conn: psycopg.Connection[Any]) -> None:
         self._context = context
         self._conn = conn
         self._sql = context.sql
         self._namespace = context.namespace
-        self._pending: list[Episode] = []
         self._new_identity: str | None = None
 
     def _episodes(self, sql: str, params: Mapping[str, Any]) -> list[Episode]:
@@ -67,27 +63,12 @@ class PostgresSession:
             cur.execute(sql, {"namespace": self._namespace, **params})
             return [self._context.episode(row) for row in cur]
 
-    def holders(self, allocation_key: str) -> list[Episode]:
-        return self._episodes(self._sql.holders, {"key": allocation_key})
-
     def load(self, episode_id: EpisodeId) -> Episode | None:
         found = self._episodes(self._sql.load, {"episode_id": str(episode_id)})
         return found[0] if found else None
 
     def week_episodes(self, week: WeekId) -> list[Episode]:
         return self._episodes(self._sql.week, {"week_id": str(week)})
-
-    def highest_sequence(self, week: WeekId) -> int | None:
-        row = self._conn.execute(self._sql.highest, {"namespace": self._namespace, "week_id": str(week)}).fetchone()
-        if row is None or row[0] is None:
-            return None
-        highest = int(row[0])
-        try:  # a mark no episode id can follow (past 999 999 999) was not written by this code
-            EpisodeId(week, highest + 1)
-        except InvalidIdentifier:
-            where = self._context.where(str(week), table="weeks")
-            raise StoreCorrupted(where, f"highest_sequence {highest} is out of range") from None
-        return highest
 
     def identity(self) -> str | None:
         """The namespace's identity as committed, or None for a namespace never written to."""
@@ -102,37 +83,16 @@ class PostgresSession:
         """Record the namespace's identity with this transaction's commit (and only if it commits)."""
         self._new_identity = identity
 
-    def insert(self, episode: Episode) -> None:
-        # Sent by `commit`, in the same round trip as COMMIT: nothing is visible before it anyway.
-        self._pending.append(episode)
-
-    def write(self) -> None:
-        """Send the pending inserts now, without committing."""
-        while self._pending:
-            self._insert(self._pending.pop(0))
-
     def commit(self) -> None:
-        """The commit point: pending inserts and COMMIT, pipelined into one round trip."""
-        if self._pending or self._new_identity:
+        """The commit point: the new identity (if any) and COMMIT, pipelined into one round trip."""
+        if self._new_identity:
             with self._conn.pipeline():
-                if self._new_identity:
-                    self._conn.execute(
-                        self._sql.new_identity, {"namespace": self._namespace, "identity": self._new_identity}
-                    )
-                self.write()
+                self._conn.execute(
+                    self._sql.new_identity, {"namespace": self._namespace, "identity": self._new_identity}
+                )
                 self._conn.execute(b"COMMIT")
         else:
             self._conn.execute(b"COMMIT")
-
-    def _insert(self, episode: Episode) -> None:
-        try:
-            self._conn.execute(self._sql.insert, row_values(self._namespace, episode))
-        except psycopg.errors.UniqueViolation as exc:
-            # Under the advisory lock only a writer that bypassed it can get here: fail closed.
-            if exc.diag.constraint_name == "episodes_allocation_key_key":
-                raise AllocationConflict(episode.allocation_key, "committed concurrently outside the lock") from exc
-            where = self._context.where(episode.episode_id)
-            raise StoreCorrupted(where, f"insert refused by {exc.diag.constraint_name}") from exc
 
     def replace(self, before: Episode, after: Episode) -> None:
         params = row_values(self._namespace, after)

@@ -28,8 +28,6 @@ class Statements:
     holders: str
     load: str
     week: str
-    highest: str
-    insert: str
     replace: str
     identity: str
     new_identity: str
@@ -43,7 +41,6 @@ def statements(schema: str) -> Statements:
     s = quote_schema(schema)
     read = ", ".join(f"{c}::text AS {c}" if c in JSON_COLUMNS else c for c in COLUMNS)
     select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
-    values = ", ".join(f"%({c})s::{s}.submission_state" if c == "submission_state" else f"%({c})s" for c in COLUMNS)
     kept = ("status", "updated_at", "submission_state", "submission", "metadata", "schema_version", "approval")
     assigned = ", ".join(
         f"{c} = %({c})s::{s}.submission_state" if c == "submission_state" else f"{c} = %({c})s" for c in kept
@@ -53,21 +50,6 @@ def statements(schema: str) -> Statements:
         holders=f"{select} AND allocation_key = %(key)s",
         load=f"{select} AND episode_id = %(episode_id)s",
         week=f"{select} AND week_id = %(week_id)s",
-        # The week's high-water mark, or a row or tombstone it somehow missed: whichever is higher.
-        highest=(
-            f"SELECT greatest((SELECT highest_sequence FROM {s}.weeks"
-            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
-            f" (SELECT max(sequence) FROM {s}.episodes WHERE namespace = %(namespace)s AND week_id = %(week_id)s),"
-            f" (SELECT max(sequence) FROM {s}.episode_tombstones"
-            " WHERE namespace = %(namespace)s AND week_id = %(week_id)s))"
-        ),
-        # The high-water mark and the episode in one statement (one round trip).
-        insert=(
-            f"WITH mark AS (INSERT INTO {s}.weeks AS w (namespace, week_id, highest_sequence)"
-            " VALUES (%(namespace)s, %(week_id)s, %(sequence)s) ON CONFLICT (namespace, week_id)"
-            " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
-            f" INSERT INTO {s}.episodes ({', '.join(COLUMNS)}) VALUES ({values})"
-        ),
         # A conditional update: it applies only to the row as the caller last read it.
         replace=(
             f"UPDATE {s}.episodes SET {assigned}"
