@@ -82,6 +82,10 @@ DEFAULT_LOCK_TIMEOUT: Final = 30.0
 DEFAULT_STATEMENT_TIMEOUT: Final = 30.0
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 _IDLE: Final = psycopg.pq.TransactionStatus.IDLE
+#: An update's transaction and the namespace's lock, in one message (parameters: lock_timeout in ms, lock key).
+_BEGIN_LOCKED: Final = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)"
+)
 
 
 class PostgresEpisodeStore(EpisodeStore):
@@ -227,18 +231,15 @@ class PostgresEpisodeStore(EpisodeStore):
     def _session(self) -> Iterator[PostgresSession]:
         self.ensure_schema()
         # The transaction is delimited by hand on an autocommit connection, so that BEGIN and the
-        # lock travel in one message (simple protocol: the lock's arguments are our own integers).
+        # lock travel in one message (simple protocol: the client binds the lock's two arguments).
         # The store's own connections carry lock_timeout already; an Engine of the caller's does not.
-        begin = (
-            "BEGIN ISOLATION LEVEL READ COMMITTED; "
-            f"SELECT set_config('lock_timeout', '{self.timeouts.lock_ms:d}', true), "
-            f"pg_advisory_xact_lock({self.lock_key:d})"
-        )
+        lock = (str(self.timeouts.lock_ms), self.lock_key)
         with self._translated(), self._reader.connect() as pooled:
             conn = pooled.connection.driver_connection
             assert isinstance(conn, psycopg.Connection) and conn.autocommit
             try:
-                conn.execute(begin.encode())
+                with psycopg.ClientCursor(conn) as client:  # bound by the client: one simple-protocol message
+                    client.execute(_BEGIN_LOCKED, lock)
                 session = PostgresSession(self._context, conn)
                 identity = self._identity or self._identity_for(session)
                 self._local.identity = identity
@@ -356,6 +357,10 @@ class PostgresEpisodeStore(EpisodeStore):
     def where(self, row: str | None = None, table: str = "episodes") -> str:
         """A place in this store for messages: the database, schema, table, namespace and row."""
         return self._context.where(row, table)
+
+    def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
+        """Validate one row of ``episodes`` (JSON columns as text); anything off is `StoreCorrupted` naming it."""
+        return self._context.episode(data)
 
     def _select(self, sql: str, **params: Any) -> builtins.list[Mapping[Any, Any]]:
         """Rows of this namespace by one of `_statements`, read without the lock."""
