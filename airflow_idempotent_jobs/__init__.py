@@ -11,8 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import _moved
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 _moved.install()  # module paths of the previous release still import, with a warning
 

@@ -33,6 +33,12 @@ MOVED: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.ui.plugin": "airflow_idempotent_jobs.plugins.idempotent_jobs",
     "airflow_idempotent_jobs.ui.settings": "airflow_idempotent_jobs.plugins.page_settings",
     "airflow_idempotent_jobs.stores.file_check": "airflow_idempotent_jobs.stores.file._checker",
+    "airflow_idempotent_jobs.stores.pg_allocate": "airflow_idempotent_jobs.stores.postgres._allocate",
+    "airflow_idempotent_jobs.stores.pg_check": "airflow_idempotent_jobs.stores.postgres._check",
+    "airflow_idempotent_jobs.stores.pg_connection": "airflow_idempotent_jobs.stores.postgres._connection",
+    "airflow_idempotent_jobs.stores.pg_options": "airflow_idempotent_jobs.stores.postgres._options",
+    "airflow_idempotent_jobs.stores.pg_schema": "airflow_idempotent_jobs.stores.postgres._schema",
+    "airflow_idempotent_jobs.stores.pg_session": "airflow_idempotent_jobs.stores.postgres._session",
 }
 
 #: Old ``module.Name`` -> the module that defines ``Name`` now.

@@ -14,7 +14,7 @@ def get_provider_info() -> dict[str, Any]:
 
     ``package-name`` must equal the distribution name: the providers manager checks it.
     """
-    from . import __version__
+    from ._version import __version__
     from .config import config_description
     from .hooks._store_form import STORE_FORM
     from .hooks._ui import HTTP_PROVIDER_FIELDS, as_provider_info

@@ -13,7 +13,7 @@ in the server and the namespace's advisory lock is held only there.
   the store's pool (same driver, same pre-ping, same bounded connection) and once on a plain
   pooled psycopg connection, so that all see the same server, disk and load. Targets:
   allocation p50 at most 1.25x the bare insert on the same pool, a retry at most 1.0x.
-  Allocation has a pool of its own without pre-ping (`pg_connection.create_allocation_engine`):
+  Allocation has a pool of its own without pre-ping (`stores.postgres._connection.create_allocation_engine`):
   the bare insert on the store's pool pays a ping the allocation does not. So a third baseline is
   printed for information: one autocommit INSERT on the allocation pool (one round trip, no ping),
   the floor of any write.

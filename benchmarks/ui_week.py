@@ -109,7 +109,7 @@ def build_file(root: Path, eps: list[Episode]) -> FileEpisodeStore:
 def build_postgres(url: str, eps: list[Episode]) -> EpisodeStore:
     import psycopg
 
-    from airflow_idempotent_jobs.stores.pg_session import row_values
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
 
     store = open_store(url)
     store.allocate("1999-W01", "bench:schema")  # creates the schema and the store's identity

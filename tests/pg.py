@@ -25,6 +25,7 @@ __all__ = [
     "catalog",
     "empty_database",
     "insert_before_approvals",
+    "insert_episode",
     "install_schema",
     "pg_database",
     "pg_server",
@@ -45,9 +46,24 @@ def pg_url(dbname: str) -> str:
     return f"postgresql://{auth}@{host}:{port}/{dbname}"
 
 
+def insert_episode(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
+    """Insert ``episode`` and raise its week's high-water mark, as an allocation commits them (one statement)."""
+    from airflow_idempotent_jobs.stores.postgres._rows import COLUMNS, row_values
+
+    s = f'"{schema}"'
+    values = ", ".join(f"%({c})s::{s}.submission_state" if c == "submission_state" else f"%({c})s" for c in COLUMNS)
+    conn.execute(
+        f"WITH mark AS (INSERT INTO {s}.weeks AS w (namespace, week_id, highest_sequence)"
+        " VALUES (%(namespace)s, %(week_id)s, %(sequence)s) ON CONFLICT (namespace, week_id)"
+        " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
+        f" INSERT INTO {s}.episodes ({', '.join(COLUMNS)}) VALUES ({values})",
+        row_values(namespace, episode),
+    )
+
+
 def insert_before_approvals(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
     """Insert ``episode`` as schema versions 1 and 2 stored it (no ``approval`` column): for upgrade tests."""
-    from airflow_idempotent_jobs.stores.pg_session import row_values
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
 
     values = row_values(namespace, episode)
     del values["approval"]
@@ -102,8 +118,7 @@ def install_schema(url: str, version: int, episodes: list[Any] | None = None) ->
 
     from airflow_idempotent_jobs.allocation import new_episode
     from airflow_idempotent_jobs.identity import WeekId
-    from airflow_idempotent_jobs.stores import pg_schema
-    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+    from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 
     engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
@@ -115,7 +130,7 @@ def install_schema(url: str, version: int, episodes: list[Any] | None = None) ->
         conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('x'))")
         for item in episodes or []:
             episode = new_episode(WeekId.parse(item[0]), item[1], item[2], None) if isinstance(item, tuple) else item
-            conn.execute(statements("idempotent_jobs").insert, row_values("default", episode))
+            insert_episode(conn, "default", episode)
 
 
 def spawn_together(target: Callable[..., None], args: list[tuple[Any, ...]], timeout: float) -> list[Any]:

@@ -6,7 +6,7 @@ import abc
 import builtins
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, Union
+from typing import Protocol, Union, runtime_checkable
 
 from .. import approval
 from ..allocation import checked_owner, decide, new_episode, sole_holder
@@ -16,7 +16,7 @@ from ..errors import EpisodeNotFound, StoreMissing, StoreOutdated
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 from ..owner import OWNER_KEY, Owner
 
-__all__ = ["EpisodeStore", "StoreSession"]
+__all__ = ["AllocationSession", "EpisodeStore", "StoreSession"]
 
 WeekLike = Union[str, WeekId]
 EpisodeLike = Union[str, EpisodeId]
@@ -25,16 +25,7 @@ _ABSENT = object()
 
 
 class StoreSession(Protocol):
-    """What a backend can do while it holds the store's lock (and, for SQL, its transaction)."""
-
-    def holders(self, allocation_key: str) -> list[Episode]:
-        """Every committed episode carrying this key (normally zero or one)."""
-
-    def highest_sequence(self, week: WeekId) -> int | None:
-        """The highest sequence ever committed in ``week``, or None for a week never used."""
-
-    def insert(self, episode: Episode) -> None:
-        """Persist a new episode durably; returning means it is committed."""
+    """What a backend can do while it holds the store's lock (and, for SQL, its transaction): updates."""
 
     def load(self, episode_id: EpisodeId) -> Episode | None:
         """The committed episode, or None."""
@@ -44,6 +35,24 @@ class StoreSession(Protocol):
 
     def week_episodes(self, week: WeekId) -> list[Episode]:
         """Every committed episode of ``week`` (for rules that span a week, such as a budget)."""
+
+
+@runtime_checkable
+class AllocationSession(StoreSession, Protocol):
+    """A session that also has what `EpisodeStore.allocate`'s Python rule is written against.
+
+    The file store's has; a backend that runs the rule elsewhere (PostgreSQL: in the server, one
+    call) overrides `allocate` and needs none of it.
+    """
+
+    def holders(self, allocation_key: str) -> list[Episode]:
+        """Every committed episode carrying this key (normally zero or one)."""
+
+    def highest_sequence(self, week: WeekId) -> int | None:
+        """The highest sequence ever committed in ``week``, or None for a week never used."""
+
+    def insert(self, episode: Episode) -> None:
+        """Persist a new episode durably; returning means it is committed."""
 
 
 class EpisodeStore(abc.ABC):
@@ -116,6 +125,8 @@ class EpisodeStore(abc.ABC):
         fp = validate_fingerprint(fingerprint)
         who = checked_owner(owner)
         with self._session() as session:
+            if not isinstance(session, AllocationSession):
+                raise TypeError(f"{type(self).__name__} must override allocate: its session cannot allocate")
             existing = decide(week_id, key, fp, session.holders(key), who)
             if existing is not None:
                 return existing

@@ -30,7 +30,10 @@ from urllib.parse import unquote
 
 from ..errors import InvalidConfiguration
 
-__all__ = ["HIDDEN", "UrlParts", "has_url_scheme", "split_url"]
+__all__ = ["HIDDEN", "POSTGRES_SCHEMES", "UrlParts", "has_url_scheme", "split_url"]
+
+#: URL schemes that `open_store` hands to the PostgreSQL store, which accepts exactly these.
+POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
 
 #: What stands for a password (or a secret option's value) in everything shown.
 HIDDEN: Final = "***"

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.hooks.store import EpisodeStoreHook
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.airflow.conftest import postgres_connection
 from tests.pg import catalog, install_schema
 

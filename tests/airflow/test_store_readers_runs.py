@@ -24,7 +24,7 @@ from airflow_idempotent_jobs import approval
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import Decision
 from airflow_idempotent_jobs.identity import WeekId
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.airflow.conftest import AirflowHome, postgres_connection, scenario
 from tests.airflow.scenario_process import observed, scenario_home, ti
 from tests.pg import catalog, install_schema, pg_url

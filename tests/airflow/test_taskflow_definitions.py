@@ -112,10 +112,11 @@ def test_importing_the_decorators_imports_nothing_else() -> None:
     ours_or_heavy = [
         m for m in added if m.split(".")[0] in ("airflow", "airflow_idempotent_jobs", "sqlalchemy", "httpx")
     ]
-    # The package root installs the finder for moved module paths (``_moved``, no imports of its own).
+    # The package root installs the finder for moved module paths (``_moved``) and holds the release (``_version``).
     assert ours_or_heavy == [
         "airflow_idempotent_jobs",
         "airflow_idempotent_jobs._moved",
+        "airflow_idempotent_jobs._version",
         "airflow_idempotent_jobs.decorators",
     ], added
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs import open_store
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.airflow.conftest import AirflowHome, postgres_connection
 from tests.pg import catalog, install_schema
 

@@ -54,7 +54,12 @@ def test_errors_imports_nothing_of_the_package() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('airflow_idempotent_jobs'))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    assert loaded == ["airflow_idempotent_jobs", "airflow_idempotent_jobs._moved", "airflow_idempotent_jobs.errors"]
+    assert loaded == [
+        "airflow_idempotent_jobs",
+        "airflow_idempotent_jobs._moved",
+        "airflow_idempotent_jobs._version",
+        "airflow_idempotent_jobs.errors",
+    ]
 
 
 #: A line of the docstring's tree: the class, its other bases in brackets, dots, exit code, "retry".

@@ -25,7 +25,7 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
         "('airflow', 'sqlalchemy', 'filelock', 'httpx') or m.startswith('airflow_idempotent_jobs.'))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    assert loaded == ["airflow_idempotent_jobs._moved"]
+    assert loaded == ["airflow_idempotent_jobs._moved", "airflow_idempotent_jobs._version"]
 
 
 def test_the_root_exports_the_errors_users_meet_and_every_store() -> None:

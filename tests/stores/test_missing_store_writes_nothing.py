@@ -104,7 +104,7 @@ def test_the_command_reads_nothing_from_a_missing_file_store(tmp_path: Path) -> 
 @pytest.mark.postgres
 def test_show_and_list_never_migrate_an_older_schema(empty_database: str) -> None:
     """Readers never write: an older schema is one line (exit 5) naming both versions, left as it was."""
-    from airflow_idempotent_jobs.stores import pg_schema
+    from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
     from tests.pg import install_schema
 
     older = pg_schema.LATEST_VERSION - 1

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from airflow_idempotent_jobs.errors import StoreCorrupted, StoreUnavailable
 from airflow_idempotent_jobs.identity import WeekId
-from airflow_idempotent_jobs.stores import open_store, pg_schema
+from airflow_idempotent_jobs.stores import open_store
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.verify import check_store
 from tests.pg import catalog, install_schema
 

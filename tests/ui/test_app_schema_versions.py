@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs.plugins.page_auth import Access
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.pg import catalog, install_schema
 from tests.ui.page_client import page_client
 

@@ -3,8 +3,9 @@ the server's (``allocate_episode``, migration 0004): one table of cases runs thr
 
 Each case seeds the same rows in two namespaces of one database. The Python side is the store
 port's own `EpisodeStore.allocate` (decide, the week's high-water mark, new_episode, insert, in
-the locked transaction of `PostgresSession`); the server side is `PostgresEpisodeStore.allocate`
-(one call). Both must give the same episode (id, reuse, record) or the same error (type, message,
+the locked transaction of `PostgresSession`, with the allocation primitives that
+`tests.stores.postgres.python_rule_store` adds to it); the server side is `PostgresEpisodeStore.allocate` (one
+call). Both must give the same episode (id, reuse, record) or the same error (type, message,
 ids), and that answer must be the one the case expects.
 """
 
@@ -23,11 +24,13 @@ from airflow_idempotent_jobs import AllocationConflict, StoreCorrupted
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.operations import Owner
-from airflow_idempotent_jobs.stores import pg_allocate, pg_schema
 from airflow_idempotent_jobs.stores.base import EpisodeStore
-from airflow_idempotent_jobs.stores.pg_session import row_values, statements
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.verify import check_store
+from tests.pg import insert_episode
+from tests.stores.postgres.python_rule_store import PythonRuleStore
 
 pytestmark = pytest.mark.postgres
 
@@ -124,9 +127,8 @@ CASES = {
 
 
 def _seed(conn: psycopg.Connection[Any], namespace: str, rows: tuple[tuple[str, int, str, str | None], ...]) -> None:
-    insert = statements("idempotent_jobs").insert
     for week, sequence, key, fingerprint in rows:
-        conn.execute(insert, row_values(namespace, new_episode(WeekId.parse(week), sequence, key, fingerprint)))
+        insert_episode(conn, namespace, new_episode(WeekId.parse(week), sequence, key, fingerprint))
 
 
 def _prepare(url: str, case: Case) -> None:
@@ -173,7 +175,7 @@ def test_python_rule_and_server_rule_agree(pg_database: str, name: str) -> None:
     case = CASES[name]
     _prepare(pg_database, case)
     with (
-        PostgresEpisodeStore(pg_database, namespace=PYTHON) as python,
+        PythonRuleStore(pg_database, namespace=PYTHON) as python,
         PostgresEpisodeStore(pg_database, namespace=SERVER) as server,
     ):
         by_python = _outcome(python, lambda *a: EpisodeStore.allocate(python, *a), case.call)
@@ -209,7 +211,7 @@ def test_both_rules_record_the_owner_and_refuse_another_dag_alike(pg_database: s
     ]
     _prepare(pg_database, Case((), ("2026-W32", "k", None), ""))
     with (
-        PostgresEpisodeStore(pg_database, namespace=PYTHON) as python,
+        PythonRuleStore(pg_database, namespace=PYTHON) as python,
         PostgresEpisodeStore(pg_database, namespace=SERVER) as server,
     ):
         answers = []

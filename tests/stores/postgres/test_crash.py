@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs import open_store
-from airflow_idempotent_jobs.stores import pg_schema
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.verify import check_store
 from tests.pg_stopped import backends, wait_for
 
@@ -41,8 +41,8 @@ CHILD = textwrap.dedent(
     import os, signal, sys
     from psycopg.waiting import Wait
     from airflow_idempotent_jobs import open_store
-    from airflow_idempotent_jobs.stores import pg_allocate
-    from airflow_idempotent_jobs.stores.pg_connection import BoundedConnection
+    from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
+    from airflow_idempotent_jobs.stores.postgres._connection import BoundedConnection
 
     url, point = sys.argv[1], sys.argv[2]
     armed = []

@@ -19,8 +19,8 @@ from airflow_idempotent_jobs import (
     open_store,
 )
 from airflow_idempotent_jobs.errors import InvalidConfiguration
-from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 

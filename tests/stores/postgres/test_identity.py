@@ -24,9 +24,9 @@ from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.paid.ledger import DEFAULT_CLAIM_LEASE, SubmissionLedger, idempotency_token
-from airflow_idempotent_jobs.stores import pg_schema
-from airflow_idempotent_jobs.stores.pg_session import IDENTITY_RE
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
+from airflow_idempotent_jobs.stores.postgres._session import IDENTITY_RE
 from airflow_idempotent_jobs.testing.server import ProviderServer
 from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend

@@ -1,7 +1,7 @@
 """Connections the server closed while they sat idle in the store's pools are never handed to a call.
 
 Allocation's pool has no pre-ping (a round trip per call): its checkout asks the kernel whether
-the idle socket has anything to read (`pg_connection.spoke_while_idle`), and a connection the
+the idle socket has anything to read (`stores.postgres._connection.spoke_while_idle`), and a connection the
 server closed (``pg_terminate_backend``: a FATAL message, then end of stream) is replaced by a new
 one before the call. Each test kills the store's idle sessions for real, then calls: the first
 call works, on a new session, and the store holds exactly the episodes it should.
@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_idempotent_jobs.stores.pg_connection import APPLICATION_NAME, spoke_while_idle
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres._connection import APPLICATION_NAME, spoke_while_idle
 from airflow_idempotent_jobs.verify import check_store
 from tests.pg_stopped import wait_for
 

@@ -15,8 +15,8 @@ from sqlalchemy.dialects.postgresql.base import PGInspector
 
 from airflow_idempotent_jobs import EpisodeStatus, StoreCorrupted, SubmissionState
 from airflow_idempotent_jobs.episode import TRANSITIONS
-from airflow_idempotent_jobs.stores import pg_schema
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from tests.backends import PostgresBackend
 from tests.pg import spawn_together
 
@@ -132,7 +132,7 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
     from airflow_idempotent_jobs import AllocationConflict
     from airflow_idempotent_jobs.allocation import new_episode
     from airflow_idempotent_jobs.identity import WeekId
-    from airflow_idempotent_jobs.stores.pg_session import row_values, statements
+    from tests.pg import insert_episode
 
     engine = sa.create_engine(empty_database.replace("postgresql://", "postgresql+psycopg://", 1))
     try:
@@ -143,8 +143,7 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
     with psycopg.connect(empty_database, autocommit=True) as conn:  # written as a version 3 writer wrote
         conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('v3'))")
         for week, sequence, key in (("2026-W31", 0, "old-a"), ("2026-W32", 0, "old-b"), ("2026-W32", 1, "old-c")):
-            values = row_values("default", new_episode(WeekId.parse(week), sequence, key, "fp"))
-            conn.execute(statements("idempotent_jobs").insert, values)
+            insert_episode(conn, "default", new_episode(WeekId.parse(week), sequence, key, "fp"))
         conn.execute("UPDATE idempotent_jobs.weeks SET highest_sequence = 4 WHERE week_id = '2026-W32'")
     backend = PostgresBackend(empty_database)
     before = backend.snapshot()

@@ -24,9 +24,11 @@ import pytest
 
 from airflow_idempotent_jobs import StoreUnavailable, SubmissionState
 from airflow_idempotent_jobs.episode import Episode
-from airflow_idempotent_jobs.stores import pg_allocate, pg_schema
-from airflow_idempotent_jobs.stores.pg_connection import ANSWER_GRACE
+from airflow_idempotent_jobs.identity import EpisodeId
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
+from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
+from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
+from airflow_idempotent_jobs.stores.postgres._connection import ANSWER_GRACE
 from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import run_cli
 from tests.pg_stopped import backends, postmaster_pid, stopped, wait_for, wait_gone
@@ -281,7 +283,7 @@ def _timed_cli(args: tuple[str, ...]) -> tuple[float, Any]:
 def _frozen_client(url: str, entered: Any) -> None:
     """A client of ours that takes the namespace's lock and is then frozen (the test stops it)."""
     with _open(url, statement_timeout=FROZEN_STATEMENT) as store, store._session() as session:
-        session.holders("anything")
+        session.load(EpisodeId.parse("2026-W32-0"))
         entered.set()
         time.sleep(120)
 

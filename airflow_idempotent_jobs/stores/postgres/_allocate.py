@@ -16,23 +16,22 @@ import dataclasses
 import functools
 import json
 import re
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import Any, Final, NoReturn
 
 import psycopg
+from psycopg.rows import dict_row
 
-from .. import safe_json
-from ..allocation import another_fingerprint, another_week, new_episode, several_holders
-from ..episode import Episode, utc_now
-from ..errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
-from ..identity import WeekId
-from ..owner import Owner
-from . import pg_schema
-from .pg_session import IDENTITY_RE
+from ... import safe_json
+from ...allocation import another_fingerprint, another_week, new_episode, several_holders
+from ...episode import Episode, utc_now
+from ...errors import AllocationConflict, IdempotentJobsError, StoreCorrupted
+from ...identity import WeekId
+from ...owner import Owner
+from ._context import StoreContext
+from ._schema import quote_schema
+from ._session import IDENTITY_RE
 
-if TYPE_CHECKING:
-    from .postgres import PostgresEpisodeStore
-
-__all__ = ["ANSWERS", "Allocated", "call", "call_sql", "row_deleted"]
+__all__ = ["ANSWERS", "Allocated", "NeedsReadCommitted", "call", "call_sql", "row_deleted"]
 
 #: SQLSTATEs raised by ``allocate_episode`` (migrations 0004, 0005): several holders, another week,
 #: another fingerprint, a week no sequence can follow, a call outside READ COMMITTED, and a key
@@ -54,6 +53,13 @@ _EPISODE_KEY = re.compile(r", ([^,()]+)\) already exists\.?$")
 _WEEK_SEQUENCE_KEY = re.compile(r", ([^,()]+), ([0-9]+)\) already exists\.?$")
 
 
+class NeedsReadCommitted(Exception):
+    """The connection's default isolation is stricter than READ COMMITTED (IJ009): nothing was done.
+
+    The caller sends this call and every later one in a READ COMMITTED transaction of its own.
+    """
+
+
 @dataclasses.dataclass(frozen=True)
 class Allocated:
     """What the server answered: the episode (``reused`` set on a retry) and the namespace's identity."""
@@ -61,24 +67,6 @@ class Allocated:
     episode: Episode
     #: The identity recorded for the namespace, when the call asked for it (else None).
     identity: str | None
-
-
-#: The columns of a reused holder's row, as the function answers them after outcome and identity.
-_HELD: Final = (
-    "sequence",
-    "episode_id",
-    "week_id",
-    "allocation_key",
-    "fingerprint",
-    "status",
-    "created_at",
-    "updated_at",
-    "submission_state",
-    "submission",
-    "metadata",
-    "schema_version",
-    "approval",
-)
 
 
 @functools.lru_cache(maxsize=16)
@@ -90,7 +78,7 @@ def call_sql(schema: str, lock_key: int, lock_ms: int) -> str:
     new identity) is bound, positionally.
     """
     submission, schema_version = _fresh_columns()
-    s = pg_schema.quote_schema(schema)
+    s = quote_schema(schema)
     return (
         f"SELECT * FROM {s}.allocate_episode(%s::text, {lock_key:d}::bigint, '{lock_ms:d}'::text, %s::text,"
         f" %s::text, %s::text, %s::text, {_literal(submission)}::jsonb, %s::jsonb,"
@@ -99,47 +87,46 @@ def call_sql(schema: str, lock_key: int, lock_ms: int) -> str:
 
 
 def call(
-    store: PostgresEpisodeStore,
+    context: StoreContext,
     conn: psycopg.Connection[Any],
     week: WeekId,
     key: str,
     fingerprint: str | None,
     new_identity: str | None,
     owner: Owner | None = None,
+    *,
+    explicit: bool = False,
 ) -> Allocated:
     """Allocate in one round trip on ``conn`` (autocommit, idle); a refusal is this package's error.
 
     ``new_identity``: the identity to record if the namespace has none yet (None: the caller knows it).
     ``owner``: recorded in the new row's metadata, by the function's own insert.
+    ``explicit``: send it inside ``BEGIN ISOLATION LEVEL READ COMMITTED``; without it, a
+    connection whose default isolation is stricter is `NeedsReadCommitted` (the refused call
+    stopped at its first line: nothing was done).
     Errors that are not the rule's (lock or statement timeout, a lost connection) are raised as
     they came, for the store's one translation boundary.
     """
     now = utc_now()  # the new row's created_at and updated_at, if the server writes one
-    sql = call_sql(store.schema, store.lock_key, store.timeouts.lock_ms)
+    sql = call_sql(context.schema, context.lock_key, context.timeouts.lock_ms)
     # The new row's metadata, as `new_episode` makes it: nothing, or the owner.
     metadata = _NO_METADATA if owner is None else json.dumps(dict(new_episode(week, 0, key, None, owner).metadata))
-    params = (store.namespace, str(week), key, fingerprint, now, metadata, new_identity)
+    params = (context.namespace, str(week), key, fingerprint, now, metadata, new_identity)
     try:
-        row = _send(conn, sql, params, explicit=store.explicit_transaction)
+        row = _send(conn, sql, params, explicit=explicit)
     except psycopg.Error as exc:
-        if exc.sqlstate != NOT_READ_COMMITTED:
-            _refuse(store, week, key, fingerprint, exc)
-        # This connection's default isolation is stricter: from now on this store says READ COMMITTED
-        # itself (the refused call stopped at its first line: nothing was done).
-        store.explicit_transaction = True
-        try:
-            row = _send(conn, sql, params, explicit=True)
-        except psycopg.Error as again:
-            _refuse(store, week, key, fingerprint, again)
+        if exc.sqlstate == NOT_READ_COMMITTED and not explicit:
+            raise NeedsReadCommitted from exc
+        _refuse(context, week, key, fingerprint, exc)
     assert row is not None
-    outcome, identity, sequence = row[0], row[1], row[2]
+    outcome, identity, sequence = row["outcome"], row["identity"], row["sequence"]
     if identity is not None and not (isinstance(identity, str) and IDENTITY_RE.fullmatch(identity)):
-        raise StoreCorrupted(store.where(table="store_identity"), "identity is not 32 hex digits")
+        raise StoreCorrupted(context.where(table="store_identity"), "identity is not 32 hex digits")
     if outcome == "reused":  # a row written by anyone: read as every read is
-        held = store.episode_from_row(dict(zip(_HELD, row[2:], strict=True)))
+        held = context.episode(row)  # the function answers the row's columns by their names
         return Allocated(dataclasses.replace(held, reused=True), identity)
     if outcome != "new" or not isinstance(sequence, int):
-        raise StoreCorrupted(store.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
+        raise StoreCorrupted(context.where(str(week)), f"allocate_episode answered {outcome!r}, {sequence!r}")
     # The row the server just inserted from our own values: only its sequence is news.
     episode = dataclasses.replace(new_episode(week, sequence, key, fingerprint, owner), created_at=now, updated_at=now)
     return Allocated(episode, identity)
@@ -159,9 +146,7 @@ def _literal(text: str) -> str:
     return f"$ij${text}$ij$"
 
 
-def _send(
-    conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], *, explicit: bool
-) -> tuple[Any, ...] | None:
+def _send(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], *, explicit: bool) -> dict[str, Any] | None:
     """One round trip: the call alone in autocommit, or inside ``BEGIN ISOLATION LEVEL READ COMMITTED``.
 
     Alone, psycopg prepares it on the connection after a few uses (its ``prepare_threshold``; the
@@ -173,8 +158,9 @@ def _send(
     so it is rolled back before the connection goes back to the pool.
     """
     if not explicit:
-        return conn.execute(sql, params).fetchone()
-    with psycopg.ClientCursor(conn) as client:
+        with conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, params).fetchone()
+    with psycopg.ClientCursor(conn, row_factory=dict_row) as client:
         try:
             client.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {sql}; COMMIT", params)
         except psycopg.Error:
@@ -185,22 +171,20 @@ def _send(
         return client.fetchone()
 
 
-def _refuse(
-    store: PostgresEpisodeStore, week: WeekId, key: str, fingerprint: str | None, exc: psycopg.Error
-) -> NoReturn:
-    answer = _answer(store, week, key, fingerprint, exc)
+def _refuse(context: StoreContext, week: WeekId, key: str, fingerprint: str | None, exc: psycopg.Error) -> NoReturn:
+    answer = _answer(context, week, key, fingerprint, exc)
     if answer is None:
         raise exc  # not the rule's: the store's boundary translates it
     raise answer from exc
 
 
 def _answer(
-    store: PostgresEpisodeStore, week: WeekId, key: str, fingerprint: str | None, exc: psycopg.Error
+    context: StoreContext, week: WeekId, key: str, fingerprint: str | None, exc: psycopg.Error
 ) -> IdempotentJobsError | None:
     """The refusal as `allocation` words it, from the function's SQLSTATE and DETAIL; None if not the rule's."""
     state = exc.sqlstate
     if state == _UNIQUE_VIOLATION:
-        return _unique_violation(store, week, key, exc)
+        return _unique_violation(context, week, key, exc)
     if state not in ANSWERS:
         return None
     detail = exc.diag.message_detail
@@ -209,7 +193,7 @@ def _answer(
     except safe_json.UnsafeJson:
         facts = None
     if not isinstance(facts, dict):
-        return StoreCorrupted(store.where(), f"allocate_episode answered {state} with {detail!r}")
+        return StoreCorrupted(context.where(), f"allocate_episode answered {state} with {detail!r}")
     if state == SEVERAL_HOLDERS:
         return several_holders(key, [str(i) for i in facts["ids"]])
     if state == ANOTHER_WEEK:
@@ -218,23 +202,23 @@ def _answer(
         stored = facts["fingerprint"]
         return another_fingerprint(key, fingerprint, str(facts["episode_id"]), None if stored is None else str(stored))
     if state == ROW_DELETED:
-        return row_deleted(store, key, facts)
-    where = store.where(str(week), table="weeks")
+        return row_deleted(context, key, facts)
+    where = context.where(str(week), table="weeks")
     return StoreCorrupted(where, f"highest_sequence {facts['highest']} is out of range")
 
 
-def row_deleted(store: PostgresEpisodeStore, key: str, facts: dict[str, Any]) -> StoreCorrupted:
+def row_deleted(context: StoreContext, key: str, facts: dict[str, Any]) -> StoreCorrupted:
     """The key's episode row was deleted: a new episode would be a second job for the same invocation."""
     episode_id = str(facts.get("episode_id"))
     return StoreCorrupted(
-        store.where(episode_id),
+        context.where(episode_id),
         f"the row of key {key!r} was deleted by {facts.get('deleted_by')} at {facts.get('deleted_at')}: a new "
-        f"episode would be a second job, so its retry is refused; restore the row from {store.schema}."
+        f"episode would be a second job, so its retry is refused; restore the row from {context.schema}."
         "episode_tombstones, or delete its tombstone to let the key have a new episode",
     )
 
 
-def _unique_violation(store: PostgresEpisodeStore, week: WeekId, key: str, exc: psycopg.Error) -> IdempotentJobsError:
+def _unique_violation(context: StoreContext, week: WeekId, key: str, exc: psycopg.Error) -> IdempotentJobsError:
     """Under the advisory lock only a writer that bypassed it can get here: fail closed."""
     constraint = exc.diag.constraint_name
     if constraint == "episodes_allocation_key_key":
@@ -245,4 +229,4 @@ def _unique_violation(store: PostgresEpisodeStore, week: WeekId, key: str, exc: 
         row = f"{found.group(1)}-{found.group(2)}"
     elif found := _EPISODE_KEY.search(detail):
         row = found.group(1)
-    return StoreCorrupted(store.where(row), f"insert refused by {constraint}")
+    return StoreCorrupted(context.where(row), f"insert refused by {constraint}")

@@ -32,9 +32,9 @@ from urllib.parse import parse_qsl, unquote
 import psycopg
 from sqlalchemy.engine.url import URL
 
-from ..episode import is_negative_zero
-from ..errors import IdempotentJobsError, InvalidConfiguration, InvalidIdentifier
-from .url_parts import split_url
+from ...episode import is_negative_zero
+from ...errors import IdempotentJobsError, InvalidConfiguration, InvalidIdentifier
+from ..url_parts import split_url
 
 __all__ = [
     "LIBPQ_OPTIONS",

@@ -1,8 +1,9 @@
-"""The PostgreSQL store's schema: its tables as SQLAlchemy Core objects, and its numbered migrations.
+"""The PostgreSQL store's schema: its numbered migrations, and its tables as SQLAlchemy Core objects.
 
-The migrations (``sql/NNNN_name.sql``) are the source of truth for the database; the `Tables`
-below are what the code queries. A test applies every migration and compares the result with
-`Tables`, so the two cannot drift apart.
+The migrations (``sql/NNNN_name.sql``, loaded from this package with `importlib.resources`) are the
+source of truth for the database; the `Tables` below describe what the code expects to find (the
+``episodes`` table from `_rows`, which owns its columns). A test applies every migration and
+compares the result with `Tables`, so the two cannot drift apart. Statements are `_statements`.
 """
 
 from __future__ import annotations
@@ -12,25 +13,14 @@ import hashlib
 import importlib.resources
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from sqlalchemy import (
-    TIMESTAMP,
-    Column,
-    ColumnElement,
-    Connection,
-    Integer,
-    MetaData,
-    Table,
-    Text,
-    text,
-)
-from sqlalchemy import cast as sa_cast
-from sqlalchemy.dialects.postgresql import ENUM, JSONB
+from sqlalchemy import TIMESTAMP, Column, Connection, Integer, MetaData, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DBAPIError
 
-from ..episode import SubmissionState
-from ..errors import InvalidConfiguration, StoreTooNew
+from ...errors import InvalidConfiguration, StoreTooNew
+from ._rows import episodes_table, submission_state_type
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -38,9 +28,7 @@ __all__ = [
     "MIGRATIONS",
     "Migration",
     "Tables",
-    "JSON_COLUMNS",
     "advisory_key",
-    "episode_columns",
     "check_schema",
     "current_version",
     "migrate",
@@ -125,22 +113,12 @@ class Tables:
     episode_tombstones: Table
 
 
-#: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
-#: ``approval`` (version 3) is NULL for an episode nobody was asked about.
-JSON_COLUMNS: Final = ("submission", "metadata", "approval")
-
-
-def episode_columns(episodes: Table) -> list[ColumnElement[Any]]:
-    """Every column of ``episodes``, the JSON ones as their text (so a refused value can name its row)."""
-    return [sa_cast(c, Text).label(c.name) if c.name in JSON_COLUMNS else c for c in episodes.columns]
-
-
 @functools.lru_cache(maxsize=16)
 def tables(schema: str) -> Tables:
     """The tables the code expects in ``schema`` (what the migrations must have created)."""
     quote_schema(schema)
     metadata = MetaData(schema=schema)
-    state = ENUM(*(s.value for s in SubmissionState), name="submission_state", schema=schema, create_type=False)
+    state = submission_state_type(schema)
     return Tables(
         schema=schema,
         metadata=metadata,
@@ -158,24 +136,7 @@ def tables(schema: str) -> Tables:
             Column("week_id", Text, primary_key=True),
             Column("highest_sequence", Integer, nullable=False),
         ),
-        episodes=Table(
-            "episodes",
-            metadata,
-            Column("namespace", Text, primary_key=True),
-            Column("episode_id", Text, primary_key=True),
-            Column("week_id", Text, nullable=False),
-            Column("sequence", Integer, nullable=False),
-            Column("allocation_key", Text, nullable=False),
-            Column("fingerprint", Text),
-            Column("status", Text, nullable=False),
-            Column("created_at", Text, nullable=False),
-            Column("updated_at", Text),
-            Column("submission_state", state, nullable=False),
-            Column("submission", JSONB, nullable=False),
-            Column("metadata", JSONB, nullable=False),
-            Column("schema_version", Integer, nullable=False),
-            Column("approval", JSONB),
-        ),
+        episodes=episodes_table(metadata, state),
         submission_transitions=Table(
             "submission_transitions",
             metadata,
@@ -226,18 +187,16 @@ def current_version(conn: Connection, schema: str) -> int | None:
     quoted = quote_schema(schema)
     # A query on the catalog, not to_regclass(): to_regclass() may answer from this backend's catalog
     # cache, stale until the next relation lock, so it can miss a schema another client just created.
-    columns = conn.execute(
-        text(
-            "SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a"
-            " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = :schema AND c.relname = 'schema_version' AND a.attnum > 0 AND NOT a.attisdropped"
-        ),
+    columns = conn.exec_driver_sql(
+        "SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_catalog.pg_attribute a"
+        " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s AND c.relname = 'schema_version' AND a.attnum > 0 AND NOT a.attisdropped",
         {"schema": schema},
     ).scalar_one()
     if columns is None:
         return None
     ours = columns == ["version", "name", "applied_at"]
-    applied = conn.execute(text(f"SELECT version, name FROM {quoted}.schema_version")).all() if ours else None
+    applied = conn.exec_driver_sql(f"SELECT version, name FROM {quoted}.schema_version").all() if ours else None
     known = {m.version: m.name for m in MIGRATIONS}
     if applied is None or any(version in known and known[version] != name for version, name in applied):
         raise InvalidConfiguration(
@@ -251,7 +210,7 @@ def current_version(conn: Connection, schema: str) -> int | None:
 def newer_schema(where: str, found: int) -> StoreTooNew:
     """What every process of this release says of a schema a later release wrote: no code here can
     read or migrate it, so the only way on is a newer package (on every host that uses the store)."""
-    from .. import __version__
+    from ..._version import __version__
 
     return StoreTooNew(where, found, LATEST_VERSION, __version__)
 
@@ -264,8 +223,8 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, 
     (the upgrade tests build an older store with it).
     """
     quoted = quote_schema(schema)
-    conn.execute(
-        text("SELECT set_config('lock_timeout', :ms, true), pg_advisory_xact_lock(:key)"),
+    conn.exec_driver_sql(
+        "SELECT set_config('lock_timeout', %(ms)s, true), pg_advisory_xact_lock(%(key)s)",
         {"ms": str(lock_timeout_ms), "key": advisory_key("migrate", schema)},
     )
     found = current_version(conn, schema)
@@ -276,21 +235,19 @@ def migrate(conn: Connection, schema: str, *, where: str, lock_timeout_ms: int, 
     if found is not None and found >= target:
         return found
     _run_script(conn, _VERSION_TABLE_SQL.replace("{schema}", quoted))
-    insert = text(f"INSERT INTO {quoted}.schema_version (version, name) VALUES (:version, :name)")
+    insert = f"INSERT INTO {quoted}.schema_version (version, name) VALUES (%(version)s, %(name)s)"
     for step in MIGRATIONS:
         if (found is None or step.version > found) and step.version <= target:
             _run_script(conn, step.sql.replace("{schema}", quoted))
-            conn.execute(insert, {"version": step.version, "name": step.name})
+            conn.exec_driver_sql(insert, {"version": step.version, "name": step.name})
     return found or 0
 
 
 def _refuse_a_schema_in_use(conn: Connection, schema: str) -> None:
     """The store creates its tables only in an empty schema: one of another application is not its to share."""
-    held = conn.execute(
-        text(
-            "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = :schema"
-        ),
+    held = conn.exec_driver_sql(
+        "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %(schema)s",
         {"schema": schema},
     ).scalar_one()
     if held:

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.engine.url import URL
 
-from .. import safe_json
+from ... import safe_json
 
 __all__ = [
     "ANSWER_GRACE",
@@ -78,7 +78,7 @@ class BoundedConnection(psycopg.Connection[Any]):
 
 @dataclass(frozen=True)
 class Timeouts:
-    """The store's bounds, in seconds (checked by `pg_options.check_seconds`)."""
+    """The store's bounds, in seconds (checked by `_options.check_seconds`)."""
 
     #: Longest wait for a lock: the namespace's advisory lock, a row lock, a table lock.
     lock: float
@@ -145,7 +145,7 @@ def create_allocation_engine(url: URL, timeouts: Timeouts, engine_options: dict[
     """`create_engine`'s connections in autocommit, checked out without a round trip (`spoke_while_idle`).
 
     No rollback on return either (in autocommit it has nothing to do): the store discards any
-    connection that does not come back idle (`postgres._discarded_if_broken`).
+    connection that does not come back idle (`_store._discarded_if_broken`).
     """
     options = {
         **(engine_options or {}),

@@ -2,7 +2,7 @@
 
 For Celery or Kubernetes executors, whose workers allocate from several hosts at once (a file
 lock protects one host only). Allocation is one call, one round trip, its own transaction
-(`pg_allocate`; the function is migration 0004)::
+(`_allocate`; the function is migration 0004)::
 
     SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
       -- in the server: the key looked up without the lock (a retry that finds its own episode
@@ -22,7 +22,7 @@ one message. Unique constraints on ``(namespace, week_id, sequence)`` and ``(nam
 allocation_key)`` are the backstop. A call whose answer is lost may have committed: the retry
 finds its episode (``reused``), so a retry never allocates twice.
 
-The call travels on a pool of its own (`pg_connection.create_allocation_engine`): autocommit, and
+The call travels on a pool of its own (`_connection.create_allocation_engine`): autocommit, and
 no pre-ping, which would double the call's round trips; an idle connection the
 server closed is recognised without a round trip and replaced before use. A call whose
 connection breaks is not retried here: it may have committed, and the caller's retry with the
@@ -32,9 +32,9 @@ allocation uses that engine's pool as it is.
 Updates (the ledger, approvals) keep a locked READ COMMITTED transaction of a few statements
 (`_session`, `PostgresSession`): they run the caller's Python rule between read and write.
 
-Every wait for the server is bounded (`pg_connection`): a server that stops answering, even a
+Every wait for the server is bounded (`_connection`): a server that stops answering, even a
 stopped backend that cannot run its own timeouts, is `StoreUnavailable` within lock_timeout +
-statement_timeout + 1 s. The URL's options are checked before anything connects (`pg_options`).
+statement_timeout + 1 s. The URL's options are checked before anything connects (`_options`).
 """
 
 from __future__ import annotations
@@ -48,14 +48,13 @@ from typing import Any, Final
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
-from .. import safe_json
-from ..allocation import checked_owner, refuse_another_dag
-from ..check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
-from ..episode import Episode
-from ..errors import (
+from ...allocation import checked_owner, refuse_another_dag
+from ...check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
+from ...episode import Episode
+from ...errors import (
     IdempotentJobsError,
     InvalidConfiguration,
     StoreCorrupted,
@@ -63,15 +62,17 @@ from ..errors import (
     StoreOutdated,
     StoreUnavailable,
 )
-from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
-from ..owner import Owner
-from . import POSTGRES_SCHEMES, pg_allocate, pg_schema
-from .base import EpisodeStore, WeekLike
-from .pg_connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
-from .pg_options import WHAT, check_namespace, check_seconds, parse_store_url
-from .pg_session import PostgresSession
+from ...identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
+from ...owner import Owner
+from ..base import EpisodeStore, WeekLike
+from ..url_parts import POSTGRES_SCHEMES
+from . import _allocate, _schema
+from ._connection import ANSWER_GRACE, NoAnswer, Timeouts, create_allocation_engine, create_engine
+from ._context import StoreContext
+from ._options import WHAT, check_namespace, check_seconds, parse_store_url
+from ._session import PostgresSession
 
-__all__ = ["PostgresEpisodeStore", "PostgresSession"]
+__all__ = ["PostgresEpisodeStore"]
 
 #: lock_not_available: lock_timeout expired.
 _LOCK_TIMEOUT: Final = "55P03"
@@ -81,6 +82,10 @@ DEFAULT_LOCK_TIMEOUT: Final = 30.0
 DEFAULT_STATEMENT_TIMEOUT: Final = 30.0
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 _IDLE: Final = psycopg.pq.TransactionStatus.IDLE
+#: An update's transaction and the namespace's lock, in one message (parameters: lock_timeout in ms, lock key).
+_BEGIN_LOCKED: Final = (
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)"
+)
 
 
 class PostgresEpisodeStore(EpisodeStore):
@@ -124,8 +129,8 @@ class PostgresEpisodeStore(EpisodeStore):
             return given if given is not None else (found if found is not None else default)
 
         self._namespace = check_namespace(pick("namespace", namespace, "default"))
-        self.schema = pg_schema.check_schema(pick("schema", schema, pg_schema.DEFAULT_SCHEMA))
-        self.tables = pg_schema.tables(self.schema)
+        self.schema = _schema.check_schema(pick("schema", schema, _schema.DEFAULT_SCHEMA))
+        self.tables = _schema.tables(self.schema)
         self.lock_timeout = check_seconds(
             "lock_timeout", pick("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT), zero_ok=True
         )
@@ -142,7 +147,7 @@ class PostgresEpisodeStore(EpisodeStore):
             assert parsed is not None
             engine, self._owns_engine = create_engine(parsed.url, self.timeouts, dict(engine_options or {})), True
         self.engine = engine
-        #: Allocation's own pool (no pre-ping round trip: `pg_connection.create_allocation_engine`);
+        #: Allocation's own pool (no pre-ping round trip: `_connection.create_allocation_engine`);
         #: None with an engine of the caller's, whose pool allocation then shares.
         self._allocator: Engine | None = None
         if parsed is not None:
@@ -150,10 +155,12 @@ class PostgresEpisodeStore(EpisodeStore):
         # Each writing statement must see commits made while it waited for the lock.
         self._writer = engine.execution_options(isolation_level="READ COMMITTED")
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self.lock_key = pg_schema.advisory_key("namespace", self.schema, self._namespace)
+        self.lock_key = _schema.advisory_key("namespace", self.schema, self._namespace)
         self._location = engine.url.set(drivername="postgresql", password=None, query={}).render_as_string()
+        #: What the helpers (`_session`, `_allocate`, `_check`) know of this store.
+        self._context = StoreContext(engine, self.schema, self._namespace, self._location, self.lock_key, self.timeouts)
         self._schema_ready = False
-        #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`pg_allocate`).
+        #: Set when a connection's default isolation turned out stricter than READ COMMITTED (`_allocate`).
         self.explicit_transaction = False
         #: This namespace's identity once read or committed; the one a session of this thread commits under.
         self._identity: str | None = None
@@ -186,7 +193,13 @@ class PostgresEpisodeStore(EpisodeStore):
         with self._translated():
             try:
                 with self._allocation_connection() as conn:
-                    done = pg_allocate.call(self, conn, week_id, key, fp, new_identity, who)
+                    call = (self._context, conn, week_id, key, fp, new_identity, who)
+                    try:
+                        done = _allocate.call(*call, explicit=self.explicit_transaction)
+                    except _allocate.NeedsReadCommitted:
+                        # From now on this store says READ COMMITTED itself, on this connection first.
+                        self.explicit_transaction = True
+                        done = _allocate.call(*call, explicit=True)
             except psycopg.Error as exc:  # translated once the connection is back in the pool, or discarded
                 raise self._translate(exc) from exc
         if done.identity is not None:
@@ -218,19 +231,16 @@ class PostgresEpisodeStore(EpisodeStore):
     def _session(self) -> Iterator[PostgresSession]:
         self.ensure_schema()
         # The transaction is delimited by hand on an autocommit connection, so that BEGIN and the
-        # lock travel in one message (simple protocol: the lock's arguments are our own integers).
+        # lock travel in one message (simple protocol: the client binds the lock's two arguments).
         # The store's own connections carry lock_timeout already; an Engine of the caller's does not.
-        begin = (
-            "BEGIN ISOLATION LEVEL READ COMMITTED; "
-            f"SELECT set_config('lock_timeout', '{self.timeouts.lock_ms:d}', true), "
-            f"pg_advisory_xact_lock({self.lock_key:d})"
-        )
+        lock = (str(self.timeouts.lock_ms), self.lock_key)
         with self._translated(), self._reader.connect() as pooled:
             conn = pooled.connection.driver_connection
             assert isinstance(conn, psycopg.Connection) and conn.autocommit
             try:
-                conn.execute(begin.encode())
-                session = PostgresSession(self, conn)
+                with psycopg.ClientCursor(conn) as client:  # bound by the client: one simple-protocol message
+                    client.execute(_BEGIN_LOCKED, lock)
+                session = PostgresSession(self._context, conn)
                 identity = self._identity or self._identity_for(session)
                 self._local.identity = identity
                 try:
@@ -279,25 +289,27 @@ class PostgresEpisodeStore(EpisodeStore):
         return created
 
     def _read(self, episode_id: EpisodeId) -> Episode | None:
-        episodes = self.tables.episodes
-        rows = self._select(episodes.c.episode_id == str(episode_id))
-        return self.episode_from_row(rows[0]._mapping) if rows else None
+        rows = self._select(self._context.sql.load, episode_id=str(episode_id))
+        return self._context.episode(rows[0]) if rows else None
 
     def _read_holders(self, allocation_key: str) -> builtins.list[Episode]:
-        rows = self._select(self.tables.episodes.c.allocation_key == allocation_key)
-        return [self.episode_from_row(row._mapping) for row in rows]
+        return [self._context.episode(row) for row in self._select(self._context.sql.holders, key=allocation_key)]
 
     def _read_all(self, week: WeekId | None) -> builtins.list[Episode]:
-        where = sa.true() if week is None else self.tables.episodes.c.week_id == str(week)
-        return [self.episode_from_row(row._mapping) for row in self._select(where)]
+        rows = (
+            self._select(self._context.sql.episodes)
+            if week is None
+            else self._select(self._context.sql.week, week_id=str(week))
+        )
+        return [self._context.episode(row) for row in rows]
 
     def _read_week(self, week: WeekId) -> WeekRead:
         read = WeekRead([])
-        for row in self._select(self.tables.episodes.c.week_id == str(week)):
+        for row in self._select(self._context.sql.week, week_id=str(week)):
             try:
-                read.episodes.append(self.episode_from_row(row._mapping))
+                read.episodes.append(self._context.episode(row))
             except StoreCorrupted as exc:
-                read.damaged.append(DamagedRecord(str(row._mapping["episode_id"]), exc.where, exc.reason))
+                read.damaged.append(DamagedRecord(str(row["episode_id"]), exc.where, exc.reason))
         return read
 
     def close(self) -> None:
@@ -308,10 +320,10 @@ class PostgresEpisodeStore(EpisodeStore):
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): a list of `check.Problem`."""
-        from .pg_check import check_postgres_store
+        from ._check import check_postgres_store
 
         with self._translated():
-            return check_postgres_store(self, ids, rules)
+            return check_postgres_store(self._context, ids, rules)
 
     # -- schema --------------------------------------------------------------------------------
     def ensure_schema(self) -> None:
@@ -319,9 +331,9 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._schema_ready:
             return
         with self._translated(), self._writer.begin() as conn:
-            found = pg_schema.current_version(conn, self.schema)
-            if found != pg_schema.LATEST_VERSION:
-                pg_schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
+            found = _schema.current_version(conn, self.schema)
+            if found != _schema.LATEST_VERSION:
+                _schema.migrate(conn, self.schema, where=self.where(), lock_timeout_ms=self.timeouts.lock_ms)
         self._schema_ready = True
 
     def require_existing(self) -> None:
@@ -329,73 +341,32 @@ class PostgresEpisodeStore(EpisodeStore):
         if self._schema_ready:
             return
         with self._translated(), self._reader.connect() as conn:
-            found = pg_schema.current_version(conn, self.schema)
+            found = _schema.current_version(conn, self.schema)
         if found is None:
             raise StoreMissing(
                 f"no episode store in schema {self.schema} of {self._location}: nothing was ever written there "
                 "(readers create none)"
             )
-        if found > pg_schema.LATEST_VERSION:
-            raise pg_schema.newer_schema(self.where(), found)
-        if found != pg_schema.LATEST_VERSION:
-            raise StoreOutdated(f"in schema {self.schema} of {self._location}", found, pg_schema.LATEST_VERSION)
+        if found > _schema.LATEST_VERSION:
+            raise _schema.newer_schema(self.where(), found)
+        if found != _schema.LATEST_VERSION:
+            raise StoreOutdated(f"in schema {self.schema} of {self._location}", found, _schema.LATEST_VERSION)
         self._schema_ready = True
 
     # -- rows ----------------------------------------------------------------------------------
     def where(self, row: str | None = None, table: str = "episodes") -> str:
         """A place in this store for messages: the database, schema, table, namespace and row."""
-        key = f"/{row}" if row else ""
-        return f"{self._location} {self.schema}.{table}[{self._namespace}{key}]"
+        return self._context.where(row, table)
 
     def episode_from_row(self, data: Mapping[Any, Any]) -> Episode:
-        """Validate one row of ``episodes``; anything off is `StoreCorrupted` naming the row.
+        """Validate one row of ``episodes`` (JSON columns as text); anything off is `StoreCorrupted` naming it."""
+        return self._context.episode(data)
 
-        The JSON columns arrive as text (`pg_schema.episode_columns`) and are parsed here by
-        `safe_json`: PostgreSQL's jsonb holds what Python must not (``1e999`` is a 1 000-digit
-        numeric, nesting thousands deep), and the driver's ``json.loads`` would fail on it with a
-        traceback, or not at all, before anyone knew which row it came from.
-        """
-        where = self.where(str(data["episode_id"]))
-        parsed: dict[str, Any] = {}
-        for name in pg_schema.JSON_COLUMNS:
-            if data[name] is None and name == "approval":  # nobody was asked: the record has no approval
-                continue
-            try:
-                parsed[name] = safe_json.loads(data[name])
-            except safe_json.UnsafeJson as exc:
-                raise StoreCorrupted(where, f"{name}: {exc}") from None
-        submission, metadata = parsed["submission"], parsed["metadata"]
-        if not isinstance(submission, dict):
-            raise StoreCorrupted(where, "submission is not a JSON object")
-        if not isinstance(metadata, dict):
-            raise StoreCorrupted(where, "metadata is not a JSON object")
-        if submission.get("state") != data["submission_state"]:
-            raise StoreCorrupted(where, "submission_state column disagrees with the submission record")
-        record = {
-            "schema_version": data["schema_version"],
-            "episode_id": data["episode_id"],
-            "week_id": data["week_id"],
-            "sequence": data["sequence"],
-            "allocation_key": data["allocation_key"],
-            "fingerprint": data["fingerprint"],
-            "status": data["status"],
-            "created_at": data["created_at"],
-            "updated_at": data["updated_at"],
-            "submission": submission,
-            "metadata": metadata,
-        }
-        if "approval" in parsed:
-            record["approval"] = parsed["approval"]
-        return Episode.from_record(record, where)
-
-    def _select(self, condition: sa.ColumnElement[bool]) -> builtins.list[Row[Any]]:
+    def _select(self, sql: str, **params: Any) -> builtins.list[Mapping[Any, Any]]:
+        """Rows of this namespace by one of `_statements`, read without the lock."""
         self.ensure_schema()
-        episodes = self.tables.episodes
-        query = sa.select(*pg_schema.episode_columns(episodes)).where(
-            episodes.c.namespace == self._namespace, condition
-        )
         with self._translated(), self._reader.connect() as conn:
-            return list(conn.execute(query))
+            return [row._mapping for row in conn.exec_driver_sql(sql, {"namespace": self._namespace, **params})]
 
     # -- errors --------------------------------------------------------------------------------
     @contextmanager
@@ -438,7 +409,7 @@ class PostgresEpisodeStore(EpisodeStore):
 def _discarded_if_broken(pooled: PoolProxiedConnection) -> Iterator[psycopg.Connection[Any]]:
     """The pooled connection's psycopg connection, discarded unless it goes back idle and whole.
 
-    The allocation pool does not roll back on return (`pg_connection.create_allocation_engine`): a
+    The allocation pool does not roll back on return (`_connection.create_allocation_engine`): a
     connection left broken, or inside a transaction (an interrupted explicit call), is invalidated
     here instead, so the next call never starts inside someone else's transaction.
     """
