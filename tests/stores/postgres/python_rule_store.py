@@ -1,7 +1,7 @@
 """The store port's Python allocation rule over a PostgreSQL store's tables, for the agreement test.
 
 `PostgresEpisodeStore` allocates with one call of the server's function, so its session has only
-the update primitives. `tests/test_postgres_allocate_agreement.py` runs the port's own
+the update primitives. `tests/stores/postgres/test_allocate_agreement.py` runs the port's own
 `EpisodeStore.allocate` (``allocation.decide``, the week's high-water mark, ``new_episode``, the
 insert) against the same rows, and needs the three allocation primitives that rule is written
 against: `PythonRuleSession` adds them, as SQL on the locked transaction's connection.
