@@ -5,9 +5,10 @@ Usage: ``python crash_child.py ROOT WEEK KEY K``. K = 0 never kills and prints e
 right before step K runs, with no chance to clean up, as on a power cut of the process.
 No production hook is involved: the steps are counted by wrapping the ``os`` functions.
 
-``python crash_child.py --after WEEK KEY ROOT...`` is the fresh process that comes after the
-crashes: for each store it runs ``idempotent-jobs check`` (the CLI's ``main``), then retries the
-key, and prints ``ROOT<TAB>check exit code<TAB>episode id<TAB>reused``.
+``python crash_child.py --after WEEK KEY STORE...`` is the fresh process that comes after the
+crashes (of any store: each STORE is a path or a URL): for each it runs ``idempotent-jobs check``
+(the CLI's ``main``), looks the key up, then retries it, and prints ``STORE<TAB>check exit
+code<TAB>whether the key was held<TAB>episode id<TAB>reused``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs import FileEpisodeStore, open_store
 from airflow_idempotent_jobs.cli import main as cli_main
 
 #: Every ``os`` call the file store uses to change or persist the tree (its lock included).
@@ -40,11 +41,13 @@ STEPS = (
 )
 
 
-def after_the_crashes(week: str, key: str, roots: list[str]) -> None:
-    for root in roots:
-        checked = cli_main(["--store", root, "check"])
-        episode = FileEpisodeStore(root, lock_timeout=10).allocate(week, key)
-        print(f"{root}\t{checked}\t{episode.episode_id}\t{episode.reused}", flush=True)
+def after_the_crashes(week: str, key: str, stores: list[str]) -> None:
+    for where in stores:
+        checked = cli_main(["--store", where, "check"])
+        with open_store(where, lock_timeout=10) as store:
+            held = store.find(key) is not None
+            episode = store.allocate(week, key)
+        print(f"{where}\t{checked}\t{held}\t{episode.episode_id}\t{episode.reused}", flush=True)
 
 
 def main() -> None:

@@ -258,9 +258,9 @@ def test_a_sigkill_during_the_rebuild_of_a_restored_index_leaves_a_store_whose_r
     for chunk in range(0, len(roots), 8):  # a fresh process per few stores: each child is bounded
         after = crash_child("--after", week_of(episode_id), key, *map(str, roots[chunk : chunk + 8]))
         assert after.returncode == 0, after.stderr
-        # One line per store (root, check's exit code, episode, reused); check's findings come before it.
-        rows = [line.split("\t") for line in after.stdout.splitlines() if line.count("\t") == 3]
-        outcome.update({row[0]: row[2:] for row in rows})
+        # One line per store (root, check's exit code, held, episode, reused); check's findings come before it.
+        rows = [line.split("\t") for line in after.stdout.splitlines() if line.count("\t") == 4]
+        outcome.update({row[0]: row[3:] for row in rows})
     for kill_at, root in zip(kill_points, roots, strict=True):
         where = (kill_at, steps[kill_at - 1])
         assert outcome[str(root)] == [episode_id, "True"], where
