@@ -337,7 +337,7 @@ class PostgresEpisodeStore(EpisodeStore):
         self._schema_ready = True
 
     def require_existing(self) -> None:
-        """Read the schema's version only; once it is this code's, reads no longer try to create or upgrade it."""
+        """Read the schema's version only; once it is this code's, reads skip creating or upgrading it."""
         if self._schema_ready:
             return
         with self._translated(), self._reader.connect() as conn:
