@@ -3,8 +3,8 @@
 ``request=`` is templated. Airflow renders a template to text unless the DAG sets
 ``render_template_as_native_obj=True``: ``"{{ params.req }}"`` becomes ``"{'prompt': ...}"``, the
 dict's Python text, which is not JSON. Text is therefore never parsed (a guess could pay for a
-request nobody wrote); nor is ``None`` an empty request (an omitted ``request=`` sends nothing), nor
-a list of pairs (which ``dict()`` would take). What a retry cannot fix fails without one.
+request nobody wrote); nor is ``None`` an empty request (an omitted ``request=`` is refused, never sent as
+``{}``), nor a list of pairs (which ``dict()`` would take). What a retry cannot fix fails without one.
 """
 
 from __future__ import annotations
