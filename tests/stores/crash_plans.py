@@ -263,4 +263,3 @@ class PostgresCrashes:
     def close(self) -> None:
         for name in self.names:
             self.server.drop(name)
-
