@@ -246,25 +246,8 @@ def test_a_key_committed_outside_the_lock_meanwhile_is_a_conflict(pg_database: s
     """A writer that bypasses the lock inserts the key while the call runs: the unique index refuses."""
     store = PostgresEpisodeStore(pg_database)
     store.allocate("2026-W31", "before")
-    bypass = psycopg.connect(pg_database)
-    try:
-        _seed(bypass, "default", (("2026-W30", 0, "k", None),))  # not committed yet: the call does not see it
-        outcome: list[BaseException | str] = []
-
-        def allocate() -> None:
-            try:
-                outcome.append(store.allocate("2026-W32", "k").episode_id)
-            except BaseException as exc:
-                outcome.append(exc)
-
-        caller = threading.Thread(target=allocate)
-        caller.start()
-        _wait_for_a_lock_wait(pg_database)
-        bypass.commit()
-        caller.join(timeout=60)
-    finally:
-        bypass.close()
-    (exc,) = outcome
+    # The row is not committed yet when the call starts: the call does not see it.
+    (exc,) = _allocate_while_a_bypass_commits(store, pg_database, ("2026-W30", 0, "k", None))
     assert isinstance(exc, AllocationConflict), exc
     assert str(exc) == "allocation key 'k': committed concurrently outside the lock"
     assert [e.episode_id for e in store.list()] == ["2026-W30-0", "2026-W31-0"]
@@ -274,22 +257,30 @@ def test_a_key_committed_outside_the_lock_meanwhile_is_a_conflict(pg_database: s
 def test_a_sequence_committed_outside_the_lock_meanwhile_is_store_corrupted_naming_it(pg_database: str) -> None:
     store = PostgresEpisodeStore(pg_database)
     store.allocate("2026-W32", "before")
-    bypass = psycopg.connect(pg_database)
-    try:
-        _seed(bypass, "default", (("2026-W32", 1, "other", None),))
-        outcome: list[BaseException | str] = []
-        caller = threading.Thread(target=lambda: _catch(outcome, lambda: store.allocate("2026-W32", "k")))
-        caller.start()
-        _wait_for_a_lock_wait(pg_database)
-        bypass.commit()
-        caller.join(timeout=60)
-    finally:
-        bypass.close()
-    (exc,) = outcome
+    (exc,) = _allocate_while_a_bypass_commits(store, pg_database, ("2026-W32", 1, "other", None))
     assert isinstance(exc, StoreCorrupted), exc
     assert exc.where.endswith("idempotent_jobs.episodes[default/2026-W32-1]"), exc.where
     assert exc.reason.startswith("insert refused by episodes_"), exc.reason
     store.close()
+
+
+def _allocate_while_a_bypass_commits(
+    store: PostgresEpisodeStore, url: str, row: tuple[str, int, str, str | None]
+) -> list[BaseException | str]:
+    """Allocate ``k`` in 2026-W32 while a writer that bypasses the lock inserts ``row`` and commits
+    it once the call waits for a lock; what the call returned or raised."""
+    bypass = psycopg.connect(url)
+    try:
+        _seed(bypass, "default", (row,))
+        outcome: list[BaseException | str] = []
+        caller = threading.Thread(target=lambda: _catch(outcome, lambda: store.allocate("2026-W32", "k")))
+        caller.start()
+        _wait_for_a_lock_wait(url)
+        bypass.commit()
+        caller.join(timeout=60)
+    finally:
+        bypass.close()
+    return outcome
 
 
 def _wait_for_a_lock_wait(url: str) -> None:
