@@ -35,7 +35,7 @@ from tests.clirun import CHILD_TIMEOUT
 from tests.pg import PgServer, pg_url
 from tests.pg_stopped import backends, wait_for
 
-__all__ = ["HISTORY", "KEY", "Crash", "CrashPlan", "Crashes", "FileCrashes", "PostgresCrashes", "after"]
+__all__ = ["HISTORY", "KEY", "Crash", "CrashPlan", "Crashes", "FileCrashes", "PostgresCrashes", "after", "crash_child"]
 
 KEY = "airflow:weekly:allocate:scheduled__2026-08-03"
 CRASH_CHILD = Path(__file__).parents[1] / "crash_child.py"
@@ -75,16 +75,17 @@ def seed(store_url: str) -> None:
             store.allocate(week, key)
 
 
+def crash_child(*args: str) -> subprocess.CompletedProcess[str]:
+    """tests/crash_child.py with ``args``, in a process of its own (bounded by CHILD_TIMEOUT)."""
+    return subprocess.run(
+        [sys.executable, str(CRASH_CHILD), *args], capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False
+    )
+
+
 def after(week: str, crashes: list[Crash]) -> dict[str, tuple[int, bool, str, bool]]:
     """For each crash's store, in ONE fresh process: ``check``'s exit code, whether ``KEY`` was held
     before the retry, and the retry's episode id and ``reused``."""
-    done = subprocess.run(
-        [sys.executable, str(CRASH_CHILD), "--after", week, KEY, *(c.store for c in crashes)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-        check=False,
-    )
+    done = crash_child("--after", week, KEY, *(c.store for c in crashes))
     assert done.returncode == 0, done.stderr
     found: dict[str, tuple[int, bool, str, bool]] = {}
     for line in (line for line in done.stdout.splitlines() if line.count("\t") == 4):  # check's findings too
@@ -95,13 +96,7 @@ def after(week: str, crashes: list[Crash]) -> dict[str, tuple[int, bool, str, bo
 
 # -- the file store -------------------------------------------------------------------------------
 def file_child(root: Path | str, week: str, kill_at: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(CRASH_CHILD), str(root), week, KEY, str(kill_at)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-        check=False,
-    )
+    return crash_child(str(root), week, KEY, str(kill_at))
 
 
 def copy_file_store(base: Path, root: Path) -> None:

@@ -14,16 +14,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from airflow_idempotent_jobs import AllocationConflict, FileEpisodeStore, StoreCorrupted
 from airflow_idempotent_jobs.verify import check_store
-from tests.clirun import CHILD_TIMEOUT, run_cli
-
-CRASH_CHILD = Path(__file__).parents[2] / "crash_child.py"
+from tests.clirun import run_cli
+from tests.stores.crash_plans import crash_child
 
 #: Weeks with episodes before any copy is taken.
 EARLY_WEEKS = ("2026-W30", "2026-W31", "2026-W32", "2026-W33")
@@ -212,12 +210,6 @@ def test_weeks_copied_on_both_sides_of_the_index_fail_closed_then_rebuild_index_
 
 
 # -- a SIGKILL while the restored index is rebuilt ---------------------------------------------
-
-
-def crash_child(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(CRASH_CHILD), *args], capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False
-    )
 
 
 def test_a_sigkill_during_the_rebuild_of_a_restored_index_leaves_a_store_whose_retry_finds_its_episode(
