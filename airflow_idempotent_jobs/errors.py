@@ -1,10 +1,7 @@
 """Every error this package raises on purpose; each carries the data a caller needs, and its policy.
 
-The policy is two class attributes that every caller reads instead of keeping its own table:
-``exit_code`` (what the CLI exits with, docs/design.md lists them) and ``retryable`` (whether a
-retry could succeed: Airflow gets `AirflowFailException` for the errors a retry cannot fix).
-
-The hierarchy (exit code, then ``retry`` when a retry may succeed)::
+Policy (``exit_code``, ``retryable``) is read from the class by every caller; see docs/design.md,
+"Error policy". The hierarchy (exit code, then ``retry`` when a retry may succeed)::
 
     IdempotentJobsError ............................ 5 retry  the root
     ├── InvalidIdentifier (ValueError) ............. 2        a week id, episode id, key or fingerprint

@@ -1,36 +1,19 @@
 """The file store's week history: the append-only, fdatasynced JSON-lines file that commits allocations.
 
-``episodes/<week>/history.jsonl`` holds a header line and then one line per committed episode, plus
-one mark per episode whose record has since been rewritten::
+See docs/design.md, "The file store" (the write order, marks, why an entry holds the fresh record).
+``episodes/<week>/history.jsonl`` is a header line, one entry per committed episode and one mark per
+episode whose record has since been rewritten::
 
     {"schema_version":2,"week_id":"2026-W32"}
     {"allocation_key":"...","created_at":"...","episode_id":"2026-W32-0","fingerprint":null,"sequence":0}
     {"episode_id":"2026-W32-0","updated":true}
     {"allocation_key":"...","created_at":"...","episode_id":"2026-W32-1","fingerprint":null,"owner":{...},"sequence":1}
 
-An entry of an episode allocated with an owner (`owner.Owner`, recorded by Airflow's operator)
-carries it as ``owner``; entries without one are exactly what they were, and a reader of an
-earlier release ignores the field (it would rebuild such a lost record without its owner).
-
-An entry is the commit point of its allocation: appended with one ``O_APPEND`` write and
-fdatasynced under the store's lock. It carries everything the fresh record holds, so the episode's
-directory (``<id>/state.json``) is written after it without an fsync of its own and can be
-rebuilt from it (`fresh_episode`) when a crash or a power loss lost it. The record is the truth
-once it has been rewritten: before its first rewrite the store makes the fresh record durable and
-appends a mark, so a record lost after that is never brought back as a fresh, unpaid episode
-(`WeekLog.updated`: readers fail closed on it instead).
-
-The header may carry ``highest_sequence``: the highest sequence the week had used when the file was
-rebuilt, so that a rebuild never lowers it even if an episode directory went missing. Version 1
-headers (histories written before entries committed anything: no fingerprints, no marks) are read;
-the store rewrites such a history as version 2 before it appends to it, and code that knows only
-version 1 refuses a version 2 history (fails closed) rather than misreading it.
-
-A final line without its newline is the leftover of an interrupted append: readers ignore it and the
-next append (under the lock) truncates it away. Any complete line that does not parse, or a header
-with an unknown ``schema_version``, is `StoreCorrupted` naming the file.
-
-The highest sequence is read from the file's tail, so its cost does not grow with the week.
+``owner`` appears only for an owned allocation; a reader of an earlier release ignores it. The
+header's optional ``highest_sequence`` keeps a rebuild from lowering the week's sequence. Version 1
+histories are read and rewritten as version 2 before an append; a final line without its newline is
+an interrupted append (ignored, truncated by the next append); any other unparsable line or unknown
+``schema_version`` is `StoreCorrupted` naming the file. The highest sequence is read from the tail.
 """
 
 from __future__ import annotations

@@ -1,40 +1,16 @@
 """The multi-host store: episodes as rows in PostgreSQL, one advisory lock per namespace.
 
-For Celery or Kubernetes executors, whose workers allocate from several hosts at once (a file
-lock protects one host only). Allocation is one call, one round trip, its own transaction
-(`_allocate`; the function is migration 0004)::
-
-    SELECT * FROM <schema>.allocate_episode(namespace, lock key, lock_timeout, week, key, ...)
-      -- in the server: the key looked up without the lock (a retry that finds its own episode
-      -- stops here); set_config('lock_timeout'), pg_advisory_xact_lock(<namespace key>);
-      -- holders (fail closed), the key's tombstone (its row was deleted: fail closed, migration
-      -- 0005), greatest(weeks.highest_sequence, max(episodes.sequence), max(tombstones)) + 1,
-      -- the namespace's identity on its first write, the mark's upsert and the episode's INSERT;
-      -- committed before the answer is sent
-
-The advisory lock, not ``FOR UPDATE``, serializes it: a row lock cannot cover a week that has no
-rows yet. It is the key ledger updates take in `_session` (and writers of schema version 3 took),
-so they all exclude each other; it is held only inside the server, never across the network.
-READ COMMITTED matters: each statement after the lock sees every commit made before the lock was
-granted (REPEATABLE READ would keep the snapshot taken before the wait); the function refuses to
-run otherwise, and the store then sends ``BEGIN ISOLATION LEVEL READ COMMITTED; ...; COMMIT`` in
-one message. Unique constraints on ``(namespace, week_id, sequence)`` and ``(namespace,
-allocation_key)`` are the backstop. A call whose answer is lost may have committed: the retry
-finds its episode (``reused``), so a retry never allocates twice.
-
-The call travels on a pool of its own (`_connection.create_allocation_engine`): autocommit, and
-no pre-ping, which would double the call's round trips; an idle connection the
-server closed is recognised without a round trip and replaced before use. A call whose
-connection breaks is not retried here: it may have committed, and the caller's retry with the
-same key finds out (``reused=True``, as after any lost answer). With an engine of the caller's,
-allocation uses that engine's pool as it is.
-
-Updates (the ledger, approvals) keep a locked READ COMMITTED transaction of a few statements
-(`_session`, `PostgresSession`): they run the caller's Python rule between read and write.
-
-Every wait for the server is bounded (`_connection`): a server that stops answering, even a
-stopped backend that cannot run its own timeouts, is `StoreUnavailable` within lock_timeout +
-statement_timeout + 1 s. The URL's options are checked before anything connects (`_options`).
+See docs/design.md, "The PostgreSQL store" (the lock, READ COMMITTED, the tombstones, the bounds).
+What this module adds: allocation is one call of ``allocate_episode`` (`_allocate`), one round
+trip and its own transaction; the function looks the key up before taking the lock, so a retry
+that finds its own episode stops there. It refuses to run outside READ COMMITTED, so the store
+then sends ``BEGIN ISOLATION LEVEL READ COMMITTED; ...; COMMIT`` in one message. The call has a
+pool of its own (`_connection.create_allocation_engine`: autocommit, no pre-ping, which would
+double its round trips); a call whose connection breaks is not retried here, since it may have
+committed: the caller's retry with the same key finds out (``reused=True``). With the caller's
+engine, allocation uses that engine's pool as it is. Updates (the ledger, approvals) keep a locked
+transaction of a few statements (`_session`), running the caller's Python rule between read and
+write. This is the one boundary where database errors become this package's.
 """
 
 from __future__ import annotations
