@@ -26,9 +26,9 @@ lint: install
 	else echo "lint-imports skipped: import-linter needs Python >= 3.11"; fi
 
 # The suite on TEST_WORKERS processes (pytest-xdist); tests that share a costly fixture stay together
-# on one worker (tests/conftest.py groups them). Three beat two on 2 cores (the tests wait on child
+# on one worker (tests/conftest.py groups them). Four beat three on 2 cores (the tests wait on child
 # processes and servers much of the time); TEST_WORKERS=0 runs it in this one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
