@@ -24,6 +24,9 @@ __all__ = ["MOVED", "MOVED_NAMES", "install", "moved_name"]
 
 #: Old module path -> the module that holds its names now.
 MOVED: Final[dict[str, str]] = {
+    "airflow_idempotent_jobs.check": "airflow_idempotent_jobs.record_rules",
+    "airflow_idempotent_jobs.migration.verify": "airflow_idempotent_jobs.migration.evidence",
+    "airflow_idempotent_jobs.operators.check": "airflow_idempotent_jobs.operators.check_episodes",
     "airflow_idempotent_jobs.operations_owner": "airflow_idempotent_jobs.task_key",
     "airflow_idempotent_jobs.provider_config": "airflow_idempotent_jobs.config",
     "airflow_idempotent_jobs.ui": "airflow_idempotent_jobs.plugins",
@@ -32,13 +35,14 @@ MOVED: Final[dict[str, str]] = {
     "airflow_idempotent_jobs.ui.links": "airflow_idempotent_jobs.links.episode",
     "airflow_idempotent_jobs.ui.plugin": "airflow_idempotent_jobs.plugins.idempotent_jobs",
     "airflow_idempotent_jobs.ui.settings": "airflow_idempotent_jobs.plugins.page_settings",
-    "airflow_idempotent_jobs.stores.file_check": "airflow_idempotent_jobs.stores.file._checker",
+    "airflow_idempotent_jobs.stores.file_check": "airflow_idempotent_jobs.stores.file._check",
     "airflow_idempotent_jobs.stores.pg_allocate": "airflow_idempotent_jobs.stores.postgres._allocate",
     "airflow_idempotent_jobs.stores.pg_check": "airflow_idempotent_jobs.stores.postgres._check",
     "airflow_idempotent_jobs.stores.pg_connection": "airflow_idempotent_jobs.stores.postgres._connection",
     "airflow_idempotent_jobs.stores.pg_options": "airflow_idempotent_jobs.stores.postgres._options",
     "airflow_idempotent_jobs.stores.pg_schema": "airflow_idempotent_jobs.stores.postgres._schema",
     "airflow_idempotent_jobs.stores.pg_session": "airflow_idempotent_jobs.stores.postgres._session",
+    "airflow_idempotent_jobs.verify": "airflow_idempotent_jobs.store_check",
 }
 
 #: Old ``module.Name`` -> the module that defines ``Name`` now.

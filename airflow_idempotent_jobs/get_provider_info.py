@@ -34,7 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_idempotent_jobs.operators.allocate",
                     "airflow_idempotent_jobs.operators.approve",
-                    "airflow_idempotent_jobs.operators.check",
+                    "airflow_idempotent_jobs.operators.check_episodes",
                     "airflow_idempotent_jobs.operators.paid_generation",
                 ],
             }

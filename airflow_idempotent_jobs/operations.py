@@ -25,12 +25,12 @@ import math
 from collections import Counter
 from typing import Any, Final, Protocol
 
-from .check import WeekRead
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId, WeekId
 from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
+from .record_rules import WeekRead
 from .task_key import Owner, episode_owner, owner_of
 
 

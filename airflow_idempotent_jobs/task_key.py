@@ -1,17 +1,9 @@
 """The operators' default allocation key: its format, and the owner read back from it.
 
-Writing (`default_allocation_key`, used by ``AllocateEpisodeOperator``) and reading (`owner_of`,
-used by the read model and the allocation rule) live here together, so the two cannot drift apart.
-
-Which Airflow task instance owns an episode: the one recorded at allocation, else the key's word.
-
-`episode_owner` is the page's answer: the owner the operator recorded (`owner.OWNER_KEY`,
-source ``recorded``), else, for episodes allocated outside Airflow's operator (the CLI, the
-library, the operator of an earlier release), the owner the allocation key names (source
-``key``). A key is the DAG author's choice, so a key's owner is shown marked and proves nothing:
-the page grants a DAG's viewers nothing on its word (`plugins.page_auth.Access`).
-
-Reading an owner from a key:
+Writing (`default_allocation_key`, used by ``AllocateEpisodeOperator``) and reading (`owner_of`)
+live here together, so the two cannot drift apart. `episode_owner` is the page's answer: the owner
+recorded at allocation (source ``recorded``), else the one the key names (source ``key``: shown
+marked, it proves nothing and grants nothing, `plugins.page_auth.Access`).
 
 The operators' default key is ``airflow:{dag_id}:{task_id}:{run_id}``, plus ``:{map_index}`` for a
 mapped task (`default_allocation_key`); over 512 characters it is bounded to

@@ -1,7 +1,7 @@
 """The page stays fast: a week's JSON against listing that week through the library.
 
 Run: ``.venv/bin/python benchmarks/ui_week.py [--samples N] [--no-postgres]``. Not a test: it
-prints figures and, per store, the ratio with PASS/FAIL against the target of issue 12: the week
+prints figures and, per store, the ratio with PASS/FAIL against the page's target: the week
 view (`operations.week_view`) serialised with ``json.dumps`` takes under 10x the time of
 ``store.list(week)``, on a store of 20 000 episodes whose measured week holds 500.
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_idempotent_jobs import WeekId, open_store
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from e2e.deployment import WORKERS, Deployment
 
 #: The backfill's days and what the ISO calendar makes of them (2021-01-01..03 are in 2020-W53).

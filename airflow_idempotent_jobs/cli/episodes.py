@@ -9,8 +9,8 @@ from typing import Any
 
 from ..episode import Episode
 from ..identity import WeekId, resolve_timezone
+from ..store_check import check_store
 from ..stores import FileEpisodeStore
-from ..verify import check_store
 from ._common import EXIT, CliError, open_cli_store, print_json
 from ._output import OutputFailed, visible
 

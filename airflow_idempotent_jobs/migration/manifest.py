@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..check import Problem
 from ..episode import SCHEMA_VERSION, Episode
 from ..errors import InvalidIdentifier
+from ..record_rules import Problem
 from ..stores.durable import write_durable
 from .json_files import read_json_file
 from .legacy import LegacyJob, SkippedSource, cost_total, extract_costs, extract_refs

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .allocate import AllocateEpisodeOperator
-from .check import CheckEpisodesOperator
+from .check_episodes import CheckEpisodesOperator
 from .paid_generation import PaidGenerationOperator
 
 if TYPE_CHECKING:

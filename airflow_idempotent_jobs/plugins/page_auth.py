@@ -26,8 +26,8 @@ from fastapi import Request
 if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 
-    from ..check import WeekRead
     from ..episode import Episode
+    from ..record_rules import WeekRead
     from ..stores import EpisodeStore
 
 __all__ = ["Access", "VisibleStore", "access_for", "api_user", "page_user"]
@@ -110,7 +110,7 @@ class VisibleStore:
         return self._visible(self._store.list(week))
 
     def read_week(self, week: Any) -> WeekRead:
-        from ..check import WeekRead
+        from ..record_rules import WeekRead
 
         read = self._store.read_week(week)
         return WeekRead(self._visible(read.episodes), read.damaged if self._store_wide else [])

@@ -10,11 +10,11 @@ from typing import Protocol, Union, runtime_checkable
 
 from .. import approval
 from ..allocation import checked_owner, decide, new_episode, sole_holder
-from ..check import CheckReport, EpisodeRule, WeekRead
 from ..episode import Decision, Episode
 from ..errors import EpisodeNotFound, StoreMissing, StoreOutdated
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 from ..owner import OWNER_KEY, Owner
+from ..record_rules import CheckReport, EpisodeRule, WeekRead
 
 __all__ = ["AllocationSession", "EpisodeStore", "StoreSession"]
 

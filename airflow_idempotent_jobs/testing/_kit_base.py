@@ -1,6 +1,6 @@
 """The kit's plumbing: building adapters, calling them through the armed proxy, and writing results.
 
-`Kit` (`_checks`) runs the checks on top of it, `LookupChecks` (`_lookup_checks`) those on lost
+`Kit` (`_port_checks`) runs the checks on top of it, `LookupChecks` (`_lost_submit_checks`) those on lost
 submits; this module knows nothing of what any check expects.
 """
 

@@ -2,7 +2,7 @@
 
 The error classes a fault calls for (`expected_submit`, `expected_read`) with the reason the report
 gives, and the outcomes that are unsafe whatever the fault (`unsafe_submit`: the ledger would pay
-twice or lose a billed job). `_checks` runs the calls and judges them by these.
+twice or lose a billed job). `_port_checks` runs the calls and judges them by these.
 """
 
 from __future__ import annotations

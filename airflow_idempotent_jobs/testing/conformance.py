@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidConfiguration
 from ..paid.provider import PaidProvider
-from ._checks import Kit
 from ._plan import FaultPlan, PaidRoutes
+from ._port_checks import Kit
 from ._report import CheckResult, ConformanceReport
 from .fault_proxy import Fault, FaultProxy
 

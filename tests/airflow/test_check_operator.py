@@ -18,9 +18,9 @@ from tests.legacy_fixtures import make_legacy
 SCENARIOS = r"""
 import json, sys
 store, manifest = sys.argv[1], sys.argv[2]
-from airflow_idempotent_jobs.operators.check import CheckEpisodesOperator
-heavy = [m for m in ("airflow_idempotent_jobs.verify", "airflow_idempotent_jobs.migration.manifest",
-                     "airflow_idempotent_jobs.migration.legacy", "airflow_idempotent_jobs.stores.file._checker")
+from airflow_idempotent_jobs.operators.check_episodes import CheckEpisodesOperator
+heavy = [m for m in ("airflow_idempotent_jobs.store_check", "airflow_idempotent_jobs.migration.manifest",
+                     "airflow_idempotent_jobs.migration.legacy", "airflow_idempotent_jobs.stores.file._check")
          if m in sys.modules]
 results = {"heavy_imports": heavy, "template_fields": list(CheckEpisodesOperator.template_fields)}
 

@@ -42,7 +42,7 @@ def test_importing_the_operators_loads_no_store_hook_or_paid_layer() -> None:
         "airflow_idempotent_jobs.operators._common",
         "airflow_idempotent_jobs.operators._metrics",
         "airflow_idempotent_jobs.operators.allocate",
-        "airflow_idempotent_jobs.operators.check",
+        "airflow_idempotent_jobs.operators.check_episodes",
         "airflow_idempotent_jobs.operators.paid_generation",
     ]
 

@@ -18,7 +18,7 @@ import pytest
 from airflow_idempotent_jobs import FileEpisodeStore
 from airflow_idempotent_jobs.cli import main
 from airflow_idempotent_jobs.migration.manifest import load_manifest
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests.legacy_fixtures import make_legacy, tree
 
 CLI = str(Path(sys.executable).with_name("idempotent-jobs"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import EpisodeStore, open_store
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests.stores.crash_plans import HISTORY, KEY, Crashes, FileCrashes, PostgresCrashes, after, seed
 
 WEEKS = pytest.mark.parametrize("week", ["2026-W32", "2026-W40"], ids=["week-with-history", "new-week"])

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 from airflow_idempotent_jobs.errors import StoreCorrupted, StoreUnavailable
 from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores import open_store
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
-from airflow_idempotent_jobs.verify import check_store
 from tests.pg import catalog, install_schema
 
 WEEK = WeekId.parse("2026-W32")

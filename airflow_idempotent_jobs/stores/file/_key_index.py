@@ -1,30 +1,10 @@
 """The file store's key index: two independent derived records of which episode holds which key.
 
-Layout under ``index/`` (``<d>`` is the sha256 of the key, ``<b>`` its first two hex digits)::
-
-    meta.json               marks the index as built, with its layout (`LAYOUT`) and bucket width
-    marker                  the empty file every marker is a hard link of
-    keys/<b>/<d>.<episode>  a marker: made and fsynced BEFORE the episode's commit
-    log/<b>.log             the bucket's key log: one line "<d> <episode>" appended AFTER the commit
-
-Both are derived from the episode records and can be rebuilt from them; each alone can answer a
-lookup, so losing any one file (a marker, a bucket, a log, a directory of them) costs no
-duplicate. They also say different things:
-
-- a marker may be the leftover of an allocation that crashed before its commit (its episode does
-  not exist, or a later allocation committed another key under the same id): ignored;
-- a log line proves its episode was committed with that key, so a record that is missing or now
-  carries another key has been lost or edited since: the lookup fails closed on it.
-
-Every bucket and every log is made when the index is built, so a missing one is damage
-(`IndexDamaged`), and the store rebuilds the index under its lock rather than trusting the rest.
-
-``meta.json`` also seals the index to its directories (`Seal`): the inode number and status-change
-time of ``keys/`` and ``log/``, which nothing changes after the build (markers and log lines go
-inside them). A copy of the index (``cp -a``, ``tar``, rsync, a restore) has new directories, and
-no program can set a status-change time, so a copied index never matches its seal (`IndexCopied`):
-it may be older or newer than the copied weeks, and the store verifies it against them before use.
-The check costs nothing: every lookup already ``lstat``s both directories.
+Under ``index/`` (``<d>`` the key's sha256, ``<b>`` its first two hex digits): ``meta.json`` (built,
+`LAYOUT`, bucket width, `Seal`), ``marker``, ``keys/<b>/<d>.<episode>`` (a marker, fsynced before the
+commit: alone it proves nothing) and ``log/<b>.log`` (a line appended after the commit: it proves the
+key was committed). Why two records, what each proves, and how a copied index is caught by its seal
+(`IndexCopied`) and a missing part by `IndexDamaged`: docs/design.md, "The file store".
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...check import WeekRead
 from ...episode import SCHEMA_VERSION, Episode, is_negative_zero, utc_now
 from ...errors import InvalidConfiguration, InvalidIdentifier, StoreMissing, StoreUnavailable
 from ...identity import EpisodeId, WeekId
+from ...record_rules import WeekRead
 from ..base import EpisodeStore
 from ..durable import write_durable
 from ._key_index import BUCKET_CHARS, LAYOUT, IndexCopied, IndexDamaged, KeyIndex, Seal
@@ -37,7 +37,7 @@ from ._session import FileSession
 from ._tree import StoreTree
 
 if TYPE_CHECKING:
-    from ...check import CheckReport, EpisodeRule
+    from ...record_rules import CheckReport, EpisodeRule
 
 __all__ = ["FileEpisodeStore"]
 
@@ -196,7 +196,7 @@ class FileEpisodeStore(EpisodeStore):
 
     def check(self, ids: Sequence[EpisodeId], rules: Sequence[EpisodeRule] = ()) -> CheckReport:
         """Read-only verification (``idempotent-jobs check``): never locks, never writes, never repairs."""
-        from ._checker import check_file_store  # its imports are not needed on the allocation path
+        from ._check import check_file_store  # its imports are not needed on the allocation path
 
         return check_file_store(self.tree, ids, rules)
 

@@ -1,7 +1,7 @@
 """The file store's read layer: its paths, and every read that needs no lock and writes nothing.
 
 The layout under the root is drawn in docs/design.md ("The file store"). Every writer of the
-store (`_writes`, `_rebuild`, `_session`) and the checker (`_checker`) read through a `StoreTree`;
+store (`_writes`, `_rebuild`, `_session`) and the checker (`_check`) read through a `StoreTree`;
 nothing here imports them.
 
 Reads see whole records only: a record is renamed into place, a history entry is one append. A
@@ -17,10 +17,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...check import DamagedRecord
 from ...episode import Episode
 from ...errors import StoreCorrupted
 from ...identity import EpisodeId, WeekId
+from ...record_rules import DamagedRecord
 from ..durable import TMP_PREFIX, read_json, read_versioned, require_dir
 from ._key_index import KeyIndex
 from ._week_history import HISTORY_FILE, fresh_episode, read_history, read_history_tail, read_week_log

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ...episode import Episode
 from ...errors import InvalidIdentifier, StoreCorrupted
 from ...identity import EpisodeId, WeekId
+from ...record_rules import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from . import _schema
 from ._allocate import row_deleted
 from ._context import StoreContext

@@ -28,7 +28,6 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import PoolProxiedConnection
 
 from ...allocation import checked_owner, refuse_another_dag
-from ...check import CheckReport, DamagedRecord, EpisodeRule, WeekRead
 from ...episode import Episode
 from ...errors import (
     IdempotentJobsError,
@@ -40,6 +39,7 @@ from ...errors import (
 )
 from ...identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
 from ...owner import Owner
+from ...record_rules import CheckReport, DamagedRecord, EpisodeRule, WeekRead
 from ..base import EpisodeStore, WeekLike
 from ..url_parts import POSTGRES_SCHEMES
 from . import _allocate, _schema

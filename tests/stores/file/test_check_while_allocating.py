@@ -9,7 +9,7 @@ import multiprocessing
 from pathlib import Path
 
 from airflow_idempotent_jobs import FileEpisodeStore
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests import workers
 
 PROCESSES = 4

@@ -18,7 +18,7 @@ ORDER = [
     "_writes",
     "_rebuild",
     "_session",
-    "_checker",
+    "_check",
     "_store",
     "__init__",
 ]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import FileEpisodeStore, StoreCorrupted
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.file import key_digest
-from airflow_idempotent_jobs.verify import check_store
 
 
 def marker(store: FileEpisodeStore, key: str, episode_id: str) -> Path:

@@ -17,7 +17,7 @@ import pytest
 
 from airflow_idempotent_jobs import FileEpisodeStore, StoreUnavailable
 from airflow_idempotent_jobs.episode import Episode
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 
 THREADS = 8
 PER_THREAD = 15

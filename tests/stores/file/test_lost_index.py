@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import AllocationConflict, FileEpisodeStore, StoreCorrupted
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.file import key_digest
-from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import run_cli
 
 KEYS = ["k0", "k1", "k2"]

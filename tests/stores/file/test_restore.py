@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from airflow_idempotent_jobs import AllocationConflict, FileEpisodeStore, StoreCorrupted
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests.clirun import run_cli
 from tests.stores.crash_plans import crash_child
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_idempotent_jobs import FileEpisodeStore
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.file import key_digest
-from airflow_idempotent_jobs.verify import check_store
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

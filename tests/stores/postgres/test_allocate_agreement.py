@@ -24,11 +24,11 @@ from airflow_idempotent_jobs import AllocationConflict, StoreCorrupted
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.operations import Owner
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.base import EpisodeStore
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
-from airflow_idempotent_jobs.verify import check_store
 from tests.pg import insert_episode
 from tests.stores.postgres.python_rule_store import PythonRuleStore
 

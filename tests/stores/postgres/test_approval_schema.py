@@ -13,10 +13,10 @@ from airflow_idempotent_jobs import Episode, EpisodeStatus, SubmissionState, ope
 from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.errors import DecisionConflict
 from airflow_idempotent_jobs.identity import WeekId
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.stores.postgres._session import DECISION_CHANGED
-from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 from tests.pg import insert_before_approvals
 

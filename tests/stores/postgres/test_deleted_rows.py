@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs import StoreCorrupted, open_store
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests.backends import PostgresBackend
 from tests.clirun import run_cli
 

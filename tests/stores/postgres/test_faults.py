@@ -19,9 +19,9 @@ from airflow_idempotent_jobs import (
     open_store,
 )
 from airflow_idempotent_jobs.errors import InvalidConfiguration
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
-from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 
 pytestmark = pytest.mark.postgres

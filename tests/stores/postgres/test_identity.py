@@ -24,11 +24,11 @@ from airflow_idempotent_jobs.allocation import new_episode
 from airflow_idempotent_jobs.episode import EpisodeStatus
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.paid.ledger import DEFAULT_CLAIM_LEASE, SubmissionLedger, idempotency_token
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.stores.postgres._session import IDENTITY_RE
 from airflow_idempotent_jobs.testing.server import ProviderServer
-from airflow_idempotent_jobs.verify import check_store
 from tests.backends import PostgresBackend
 from tests.clirun import run_cli, run_python
 from tests.paid.support import jobs_for, provider_for

@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres._connection import APPLICATION_NAME, spoke_while_idle
-from airflow_idempotent_jobs.verify import check_store
 from tests.pg_stopped import wait_for
 
 pytestmark = pytest.mark.postgres

@@ -25,11 +25,11 @@ import pytest
 from airflow_idempotent_jobs import StoreUnavailable, SubmissionState
 from airflow_idempotent_jobs.episode import Episode
 from airflow_idempotent_jobs.identity import EpisodeId
+from airflow_idempotent_jobs.store_check import check_store
 from airflow_idempotent_jobs.stores.postgres import PostgresEpisodeStore
 from airflow_idempotent_jobs.stores.postgres import _allocate as pg_allocate
 from airflow_idempotent_jobs.stores.postgres import _schema as pg_schema
 from airflow_idempotent_jobs.stores.postgres._connection import ANSWER_GRACE
-from airflow_idempotent_jobs.verify import check_store
 from tests.clirun import run_cli
 from tests.pg_stopped import backends, postmaster_pid, stopped, wait_for, wait_gone
 

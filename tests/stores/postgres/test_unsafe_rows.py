@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from airflow_idempotent_jobs import StoreCorrupted, open_store, safe_json
-from airflow_idempotent_jobs.verify import check_store
+from airflow_idempotent_jobs.store_check import check_store
 from tests.clirun import run_cli, run_main
 
 pytestmark = pytest.mark.postgres

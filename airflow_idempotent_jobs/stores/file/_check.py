@@ -10,11 +10,11 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ...check import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ...episode import Episode
 from ...errors import StoreCorrupted
 from ...identity import EpisodeId, WeekId
 from ...owner import OWNER_KEY
+from ...record_rules import CheckReport, EpisodeRule, Problem, check_episode_record, unique_keys
 from ..durable import SYMLINK, TMP_PREFIX, file_kind, hard_links, read_file, read_json, read_versioned, require_dir
 from ._key_index import BUCKET_CHARS, key_digest, parse_log_line
 from ._tree import STATE_FILE, StoreTree

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .check import Problem
 from .identity import EpisodeId
-from .migration.verify import migration_rules, verify_migrated
+from .migration.evidence import migration_rules, verify_migrated
+from .record_rules import Problem
 
 if TYPE_CHECKING:
     from .migration.manifest import Manifest

@@ -17,7 +17,7 @@ from ..paid.provider import PaidProvider, ProviderCapabilities, RemoteState, Rem
 from ..paid.results import redactor, ref_problem
 from ._calls import Outcome, call, class_names
 from ._kit_base import Lost, new_token, nth
-from ._lookup_checks import LookupChecks
+from ._lost_submit_checks import LookupChecks
 from ._verdicts import (
     TRY_AGAIN,
     UNAVAILABLE,

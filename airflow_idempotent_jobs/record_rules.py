@@ -1,7 +1,7 @@
 """What ``idempotent-jobs check`` reports, and the record rules every store shares.
 
 A leaf of the core (it imports nothing above identities and the episode model): each store's own
-``check`` calls it, and `verify.check_store` adds the migration's evidence on top.
+``check`` calls it, and `store_check.check_store` adds the migration's evidence on top.
 """
 
 from __future__ import annotations

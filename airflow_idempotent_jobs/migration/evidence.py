@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..check import EpisodeRule, Problem
 from ..episode import Episode
+from ..record_rules import EpisodeRule, Problem
 from ..stores.base import EpisodeStore
 from ..stores.durable import TMP_PREFIX
 from ..stores.file import FileEpisodeStore

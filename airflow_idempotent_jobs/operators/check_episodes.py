@@ -11,7 +11,7 @@ from ._common import AirflowFailException, StoreOperator, refuse_empty_rendering
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from ..check import Problem
+    from ..record_rules import Problem
 
 __all__ = ["CheckEpisodesOperator", "parse_episode_ids"]
 
@@ -143,7 +143,7 @@ class CheckEpisodesOperator(StoreOperator):
         from ..errors import StoreCorrupted, StoreMissing, StoreOutdated
         from ..identity import EpisodeId, WeekId
         from ..migration.manifest import load_manifest
-        from ..verify import check_store
+        from ..store_check import check_store
 
         ids = [str(EpisodeId.parse(item)) for item in self._requested_ids()]
         week = WeekId.parse(self.week) if self.week else None
