@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,postgres,celery
+EXTRAS := dev,postgres,celery,openai,anthropic
 
 .PHONY: install lint test demo demo-ui demo-cli bench bench-ui e2e-distributed e2e-approval e2e-ui browser clean
 

@@ -50,7 +50,7 @@ from . import claims
 from .budget import check_budget, checked_amount
 from .claims import DEFAULT_CLAIM_LEASE
 from .fingerprint import request_fingerprint
-from .provider import PaidProvider, RemoteState
+from .provider import PaidProvider, RemoteState, look_up
 from .provider import RemoteStatus as RemoteStatus
 from .results import (
     DEFAULT_RESULT_LIMIT,
@@ -195,7 +195,7 @@ class SubmissionLedger:
         seen = episode.submission
         assert seen.token is not None
         with redacting(provider):
-            ref = provider.find(seen.token)
+            ref = look_up(provider, seen.token, seen.history)
         if ref is not None and ref_problem(ref):
             raise SubmissionStateUnknown(eid, unusable_ref("token lookup", ref, redactor(provider)))
         found: list[bool] = []
@@ -387,7 +387,7 @@ class SubmissionLedger:
                 raise ValueError("this provider cannot look tokens up; give remote_ref or not_submitted")
             assert seen.submission.token is not None
             with redacting(provider):
-                remote_ref = provider.find(seen.submission.token)
+                remote_ref = look_up(provider, seen.submission.token, seen.submission.history)
             if remote_ref is not None and ref_problem(remote_ref):
                 reason = unusable_ref("token lookup", remote_ref, redactor(provider))
                 raise NotReconcilable(eid, seen.submission.state.value, reason)

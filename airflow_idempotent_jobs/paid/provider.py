@@ -16,9 +16,10 @@ When in doubt a provider must raise `ProviderOutcomeUnknown`; any other exceptio
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,6 +30,8 @@ __all__ = [
     "ProviderCapabilities",
     "RemoteState",
     "RemoteStatus",
+    "intent_time",
+    "look_up",
     "reported_cost",
 ]
 
@@ -92,9 +95,12 @@ class PaidProvider(Protocol):
 
     ``find`` is only called when ``capabilities.lookup`` is true. Optional members: ``redact(text)
     -> str`` (remove the provider's credential from any text: the ledger, the trigger and the
-    operator apply it before they store, yield or raise a provider's text) and ``async def
+    operator apply it before they store, yield or raise a provider's text), ``async def
     astatus(remote_ref)`` (`status` without blocking an event loop: the deferrable trigger uses
-    it, and runs ``status`` in a worker thread otherwise).
+    it, and runs ``status`` in a worker thread otherwise) and ``find_since(idempotency_token,
+    since)`` (`find` for an API that can only list jobs by time: ``since`` is when the token's
+    first intent was written, an aware UTC datetime; the ledger calls it instead of ``find`` when
+    the record says when, and ``find`` when it cannot: `intent_time`).
     """
 
     @property
@@ -122,6 +128,37 @@ class PaidProvider(Protocol):
         for any answer that does not say either way.
         """
         ...
+
+
+def intent_time(history: Sequence[Mapping[str, Any]]) -> dt.datetime | None:
+    """When the first ``submitting`` intent of a submission was written (its history), else None.
+
+    Every paid call for a token was made after its first intent, so a job created for it is no
+    older than this (give or take the clocks of the host and the API). None when the history does
+    not say it readably: then only a lookup over every job can prove "no job".
+    """
+    for entry in history:
+        if entry.get("to") != "submitting":
+            continue
+        at = entry.get("at")
+        try:
+            when = dt.datetime.fromisoformat(at) if isinstance(at, str) else None
+        except ValueError:
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        return when.astimezone(dt.timezone.utc)
+    return None
+
+
+def look_up(provider: PaidProvider, token: str, history: Sequence[Mapping[str, Any]]) -> str | None:
+    """``provider.find_since(token, since)`` when it has one and the history says when, else ``find``."""
+    since = intent_time(history)
+    find_since = getattr(provider, "find_since", None)
+    if find_since is not None and since is not None:
+        found: str | None = find_since(token, since)
+        return found
+    return provider.find(token)
 
 
 def __getattr__(name: str) -> object:
