@@ -18,7 +18,7 @@ writes an output file (one line per answered request, usage derived from the req
 `_openai_batches`) and an error file, and sets ``request_counts``.
 
 Switches (``POST /_admin/config``, fields of `OpenAIConfig`): ``fault`` on the paid create
-(``drop_after_accept``, ``hang_after_accept`` for ``slow_seconds``, ``429_after_accept``,
+(``drop_after_accept``, ``hang_after_accept`` for ``slow_seconds``, ``408|409|429_after_accept``,
 ``500_after_accept``, ``503_after_accept``, or before creating ``429``, ``500``, ``400``);
 ``upload_fault``; ``list_fault`` on a listing page after ``list_fault_skip`` good ones (``500``,
 ``503``, ``malformed``, ``out_of_order``, ``foreign_404``, ``created_at_inf``, ``created_at_text``,
@@ -55,7 +55,8 @@ from ._openai_batches import ENDPOINTS, finish_lines, newest_first, parse_input
 __all__ = ["CREATE_FAULTS", "LIST_FAULTS", "UPLOAD_FAULTS", "OpenAIApi", "OpenAIConfig", "main"]
 
 CREATE_FAULTS: Final = frozenset(
-    {"drop_after_accept", "hang_after_accept", "429_after_accept", "500_after_accept", "503_after_accept"}
+    {"drop_after_accept", "hang_after_accept", "408_after_accept", "409_after_accept", "429_after_accept"}
+    | {"500_after_accept", "503_after_accept"}
     | {"429", "500", "400"}
 )
 UPLOAD_FAULTS: Final = frozenset({"drop_after_accept", "hang_after_accept", "503", "429", "400"})
@@ -66,7 +67,7 @@ LIST_FAULTS: Final = frozenset(
 END_AS: Final = frozenset({"completed", "failed", "expired", "cancelled"})
 _ENDED: Final = frozenset({"completed", "failed", "expired", "cancelled"})
 _TYPES: Final = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-                 429: "requests", 500: "server_error", 503: "server_error"}  # fmt: skip
+                 409: "conflict", 429: "requests", 500: "server_error", 503: "server_error"}  # fmt: skip
 #: Stands for a number JSON cannot carry (``1e999``): replaced in the answer's text.
 _INF: Final = "__aij_1e999__"
 
