@@ -400,7 +400,8 @@ def _listing_fault(page: dict[str, Any], before: list[dict[str, Any]], fault: st
         data.reverse()  # oldest first: the page's own order is broken
         bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
     elif fault == "repeat":
-        bad["data"] = [_public(b) for b in before] or data  # the previous page again: the cursor was ignored
+        data = bad["data"] = [_public(b) for b in before] or data  # the previous page again: the cursor ignored
+        bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
     elif data and fault == "created_at_inf":
         data[-1]["created_at"] = _INF
     elif data and fault == "created_at_text":
