@@ -50,13 +50,13 @@ class RetryingCreate(OpenAIBatchProvider):
     """The paid call made with the SDK's default retries, as Airflow's OpenAI batch operators make it."""
 
     def _paid_client(self) -> openai.OpenAI:
-        return self._client
+        return self._client.with_options(max_retries=openai.DEFAULT_MAX_RETRIES)
 
 
 def test_the_kit_catches_the_sdks_retries_on_the_paid_call(api: OpenAIApi) -> None:
     only_paid_faults = FaultPlan(submit=(Fault.drop(),), free=(), status=(), find=())
     report = check_adapter(
-        factory(api, RetryingCreate, max_retries=2), api_url=api.base_url, request=REQUEST, paid=["POST /v1/batches"],
+        factory(api, RetryingCreate), api_url=api.base_url, request=REQUEST, paid=["POST /v1/batches"],
         hold_seconds=HOLD, plan=only_paid_faults,
     )  # fmt: skip
     assert not report.ok
