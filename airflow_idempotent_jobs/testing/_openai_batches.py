@@ -11,6 +11,7 @@ the request alone, so a test can compute the expected tokens (and cost) without 
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import uuid
@@ -19,8 +20,12 @@ from typing import Any, Final
 
 __all__ = [
     "ENDPOINTS",
+    "INF",
     "InputLine",
+    "error_body",
+    "faulty_page",
     "finish_lines",
+    "metadata_problem",
     "newest_first",
     "parse_input",
     "request_usage",
@@ -34,6 +39,22 @@ ENDPOINTS: Final = {
 }
 
 InputLine = tuple[str, dict[str, Any]]
+#: The ``error.type`` OpenAI gives each status.
+ERROR_TYPES: Final = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
+                 409: "conflict", 429: "requests", 500: "server_error", 503: "server_error"}  # fmt: skip
+#: Stands for a number JSON cannot carry (``1e999``): replaced in the answer's text.
+INF: Final = "__aij_1e999__"
+
+
+def error_body(code: int, message: str, param: str | None = None, error_code: str | None = None) -> dict[str, Any]:
+    """An error answer as OpenAI writes it."""
+    kind = ERROR_TYPES.get(code, "invalid_request_error" if code < 500 else "server_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": error_code}}
+
+
+def public(value: dict[str, Any]) -> dict[str, Any]:
+    """A batch or file as the API shows it: without the double's own ``_`` fields."""
+    return {k: copy.deepcopy(v) for k, v in value.items() if not k.startswith("_")}
 
 
 def _compact(value: Any) -> str:
@@ -155,3 +176,39 @@ def finish_lines(
 def newest_first(batches: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
     """Batches as the API lists them: by creation time, newest first (the later of a tie first)."""
     return [b for _, b in sorted(enumerate(batches), key=lambda pair: (pair[1]["created_at"], pair[0]), reverse=True)]
+
+
+def metadata_problem(metadata: Any) -> str | None:
+    if not isinstance(metadata, dict) or len(metadata) > 16:
+        return "metadata: at most 16 key-value pairs"
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not 0 < len(key) <= 64:
+            return f"metadata: key {key!r:.80} must be a string of 1 to 64 characters"
+        if not isinstance(value, str) or len(value) > 512:
+            return f"metadata[{key!r}]: the value must be a string of at most 512 characters"
+    return None
+
+
+def faulty_page(page: dict[str, Any], before: list[dict[str, Any]], fault: str) -> tuple[int, Any]:
+    """The page as a faulty listing answers it."""
+    if fault in ("500", "503"):
+        return int(fault), error_body(int(fault), "The server had an error while processing your request.")
+    if fault == "foreign_404":
+        return 404, {"detail": "Not Found"}
+    if fault == "malformed":
+        return 200, {"object": "list", "data": {"batches": page["data"]}, "has_more": "maybe"}
+    bad = copy.deepcopy(page)
+    data = bad["data"]
+    if fault == "out_of_order":
+        data.reverse()  # oldest first: the page's own order is broken
+        bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
+    elif fault == "repeat":
+        data = bad["data"] = [public(b) for b in before] or data  # the previous page again: the cursor ignored
+        bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
+    elif data and fault == "created_at_inf":
+        data[-1]["created_at"] = INF
+    elif data and fault == "created_at_text":
+        data[-1]["created_at"] = "yesterday"
+    elif data and fault == "metadata_not_text":
+        data[-1]["metadata"] = {"aij_token": 7}
+    return 200, bad

@@ -50,7 +50,17 @@ from starlette.routing import Route
 
 from ._api_switches import ApiSwitches, credential_echo, drop_connection, hold, json_answer, with_drops
 from ._background import BackgroundServer, UvicornServer, serve_until_terminated
-from ._openai_batches import ENDPOINTS, finish_lines, newest_first, parse_input
+from ._openai_batches import (
+    ENDPOINTS,
+    INF,
+    error_body,
+    faulty_page,
+    finish_lines,
+    metadata_problem,
+    newest_first,
+    parse_input,
+    public,
+)
 
 __all__ = ["CREATE_FAULTS", "LIST_FAULTS", "UPLOAD_FAULTS", "OpenAIApi", "OpenAIConfig", "main"]
 
@@ -66,10 +76,6 @@ LIST_FAULTS: Final = frozenset(
 )
 END_AS: Final = frozenset({"completed", "failed", "expired", "cancelled"})
 _ENDED: Final = frozenset({"completed", "failed", "expired", "cancelled"})
-_TYPES: Final = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-                 409: "conflict", 429: "requests", 500: "server_error", 503: "server_error"}  # fmt: skip
-#: Stands for a number JSON cannot carry (``1e999``): replaced in the answer's text.
-_INF: Final = "__aij_1e999__"
 
 
 @dataclass
@@ -114,12 +120,7 @@ class _Reply:
 
 
 def _error(code: int, message: str, param: str | None = None, error_code: str | None = None) -> _Reply:
-    kind = _TYPES.get(code, "invalid_request_error" if code < 500 else "server_error")
-    return _Reply(code, {"error": {"message": message, "type": kind, "param": param, "code": error_code}})
-
-
-def _public(value: dict[str, Any]) -> dict[str, Any]:
-    return {k: copy.deepcopy(v) for k, v in value.items() if not k.startswith("_")}
+    return _Reply(code, error_body(code, message, param, error_code))
 
 
 class OpenAIApi(BackgroundServer):
@@ -178,8 +179,8 @@ class OpenAIApi(BackgroundServer):
         """What ``GET /_admin/stats`` shows (``lock`` held)."""
         return {
             **copy.deepcopy(self.counters),
-            "batches": {i: _public(b) for i, b in self.batches.items()},
-            "files": {i: _public(f) for i, f in self.files.items()},
+            "batches": {i: public(b) for i, b in self.batches.items()},
+            "files": {i: public(f) for i, f in self.files.items()},
             "config": dataclasses.asdict(self.config),
         }
 
@@ -222,7 +223,7 @@ class OpenAIApi(BackgroundServer):
             return _error(400, "a file and purpose 'batch' are required", "purpose")
         name, content = form["file"]
         file_id = self._store_file(content, name, "batch")
-        return _Reply(200, _public(self.files[file_id]), fault=fault)
+        return _Reply(200, public(self.files[file_id]), fault=fault)
 
     def _store_file(self, content: bytes, name: str, purpose: str) -> str:
         file_id = "file-" + uuid.uuid4().hex[:24]
@@ -254,7 +255,7 @@ class OpenAIApi(BackgroundServer):
         if body.get("completion_window") != "24h":
             return _error(400, "completion_window must be '24h'", "completion_window")
         metadata = body.get("metadata") or {}
-        problem = _metadata_problem(metadata)
+        problem = metadata_problem(metadata)
         if problem:
             return _error(400, problem, "metadata")
         lines, invalid = parse_input(source["_content"], endpoint)
@@ -264,7 +265,7 @@ class OpenAIApi(BackgroundServer):
         token = metadata.get(self.config.token_key)
         per_token = self.counters["batches_per_token"]
         per_token[str(token)] = per_token.get(str(token), 0) + 1
-        return _Reply(200, _public(batch), fault=fault)
+        return _Reply(200, public(batch), fault=fault)
 
     def _new_batch(self, file_id: str, endpoint: str, metadata: dict[str, str], created: int) -> dict[str, Any]:
         batch_id = "batch_" + uuid.uuid4().hex[:24]
@@ -289,7 +290,7 @@ class OpenAIApi(BackgroundServer):
         if batch is None:
             return _error(404, f"No batch found with id '{batch_id}'.", "batch_id")
         self._advance(batch)
-        return _Reply(200, _public(batch))
+        return _Reply(200, public(batch))
 
     def _advance(self, batch: dict[str, Any]) -> None:
         batch["_polls"] += 1
@@ -334,7 +335,7 @@ class OpenAIApi(BackgroundServer):
         if batch["status"] not in ("validating", "in_progress", "finalizing"):
             return _error(400, f"Cannot cancel a batch with status '{batch['status']}'.")
         batch.update(status="cancelling", cancelling_at=self.now())
-        return _Reply(200, _public(batch))
+        return _Reply(200, public(batch))
 
     def _list(self, query: dict[str, list[str]]) -> _Reply:
         self.counters["lookup_calls"] += 1
@@ -354,7 +355,7 @@ class OpenAIApi(BackgroundServer):
             if query["after"][-1] not in ids:
                 return _error(400, f"No batch found with id '{query['after'][-1]}'.", "after")
             start = ids.index(query["after"][-1]) + 1
-        data = [_public(b) for b in ordered[start : start + limit]]
+        data = [public(b) for b in ordered[start : start + limit]]
         page = {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None, "has_more": start + limit < len(ordered)}  # fmt: skip
         fault = None
@@ -362,7 +363,9 @@ class OpenAIApi(BackgroundServer):
             self.config.list_fault_skip -= 1
         else:
             fault = self.config.take_fault("list_fault")
-        return _listing_fault(page, ordered[max(start - limit, 0) : start], fault) if fault else _Reply(200, page)
+        if fault is None:
+            return _Reply(200, page)
+        return _Reply(*faulty_page(page, ordered[max(start - limit, 0) : start], fault))
 
     def _seed(self, body: Any) -> _Reply:
         spec = body if isinstance(body, dict) else {}
@@ -373,42 +376,6 @@ class OpenAIApi(BackgroundServer):
             batch.update(status="completed", completed_at=batch["created_at"] + 60, _seeded=True)
             ids.append(batch["id"])
         return _Reply(200, {"ids": ids})
-
-
-def _metadata_problem(metadata: Any) -> str | None:
-    if not isinstance(metadata, dict) or len(metadata) > 16:
-        return "metadata: at most 16 key-value pairs"
-    for key, value in metadata.items():
-        if not isinstance(key, str) or not 0 < len(key) <= 64:
-            return f"metadata: key {key!r:.80} must be a string of 1 to 64 characters"
-        if not isinstance(value, str) or len(value) > 512:
-            return f"metadata[{key!r}]: the value must be a string of at most 512 characters"
-    return None
-
-
-def _listing_fault(page: dict[str, Any], before: list[dict[str, Any]], fault: str) -> _Reply:
-    """The page as a faulty listing answers it."""
-    if fault in ("500", "503"):
-        return _error(int(fault), "The server had an error while processing your request.")
-    if fault == "foreign_404":
-        return _Reply(404, {"detail": "Not Found"})
-    if fault == "malformed":
-        return _Reply(200, {"object": "list", "data": {"batches": page["data"]}, "has_more": "maybe"})
-    bad = copy.deepcopy(page)
-    data = bad["data"]
-    if fault == "out_of_order":
-        data.reverse()  # oldest first: the page's own order is broken
-        bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
-    elif fault == "repeat":
-        data = bad["data"] = [_public(b) for b in before] or data  # the previous page again: the cursor ignored
-        bad.update(first_id=data[0]["id"] if data else None, last_id=data[-1]["id"] if data else None)
-    elif data and fault == "created_at_inf":
-        data[-1]["created_at"] = _INF
-    elif data and fault == "created_at_text":
-        data[-1]["created_at"] = "yesterday"
-    elif data and fault == "metadata_not_text":
-        data[-1]["metadata"] = {"aij_token": 7}
-    return _Reply(200, bad)
 
 
 def _app(api: OpenAIApi, stopping: threading.Event) -> Any:
@@ -443,8 +410,8 @@ def _app(api: OpenAIApi, stopping: threading.Event) -> Any:
         answer = reply.body
         if reply.code >= 400 and api.config.echo_token and isinstance(answer, dict) and "error" in answer:
             answer["error"]["message"] += credential_echo(authorization)
-        if reply.code == 200 and _INF in json.dumps(answer):
-            return Response(json.dumps(answer).replace(f'"{_INF}"', "1e999").encode(), media_type="application/json")
+        if reply.code == 200 and INF in json.dumps(answer):
+            return Response(json.dumps(answer).replace(f'"{INF}"', "1e999").encode(), media_type="application/json")
         return json_answer(reply.code, answer)
 
     return with_drops(Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])]))
