@@ -42,7 +42,8 @@ class AnthropicBatchProvider:
     """A `PaidProvider` for Anthropic's Message Batches API (module docstring).
 
     Give ``client_factory`` (returns an ``anthropic.Anthropic``; called once per process) or
-    ``api_key`` with an optional ``base_url`` and ``timeout`` (seconds). ``prices``: the batch
+    ``api_key`` with an optional ``base_url``, ``timeout`` (seconds) and ``read_retries`` (the SDK's
+    own retries, for reads only). ``prices``: the batch
     prices per model. ``clock_skew``: seconds the API's clock may differ from ours (the lookup's
     window starts that much before the intent). ``max_pages`` of ``page_size`` batches: how far a
     lookup lists before it gives up (`ProviderOutcomeUnknown`).
@@ -59,6 +60,7 @@ class AnthropicBatchProvider:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 120.0,
+        read_retries: int = 2,
         clock_skew: float = 300.0,
         max_pages: int = 50,
         page_size: int = 100,
@@ -72,16 +74,19 @@ class AnthropicBatchProvider:
             raise InvalidConfiguration(_WHAT, "base_url", "must be an http(s) URL")
         for name, value, low, high in (
             ("timeout", timeout, 0.0, 3600.0),
+            ("read_retries", read_retries, 0, 10),
             ("clock_skew", clock_skew, 0.0, 86400.0),
             ("max_pages", max_pages, 1, 10_000),
             ("page_size", page_size, 1, 1000),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
                 raise InvalidConfiguration(_WHAT, name, f"must be a number from {low} to {high}")
-            if name in ("max_pages", "page_size") and not isinstance(value, int):
+            if name in ("max_pages", "page_size", "read_retries") and not isinstance(value, int):
                 raise InvalidConfiguration(_WHAT, name, "must be an integer")
         self._factory = client_factory or (
-            lambda: anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=float(timeout))
+            lambda: anthropic.Anthropic(
+                api_key=api_key, base_url=base_url, timeout=float(timeout), max_retries=int(read_retries)
+            )
         )
         self.clock_skew, self.max_pages, self.page_size = float(clock_skew), int(max_pages), int(page_size)
         self._built: tuple[int, Batches, Redactor] | None = None

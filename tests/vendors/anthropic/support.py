@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_idempotent_jobs.testing.anthropic_api import AnthropicApi
 from airflow_idempotent_jobs.vendors.anthropic import AnthropicBatchProvider
+from airflow_idempotent_jobs.vendors.anthropic._requests import tag_for
+
+if TYPE_CHECKING:
+    from airflow_idempotent_jobs.testing.anthropic_api import AnthropicApi
 
 MODEL = "claude-test-1"
 #: Batch prices per million tokens (cache writes and reads priced apart from plain input).
@@ -60,6 +63,4 @@ def provider(api: AnthropicApi, base_url: str | None = None, **options: Any) -> 
 
 def tag(token: str) -> str:
     """The server counts batches by this tag (``ij`` + 20 hex digits), as the provider makes it."""
-    from airflow_idempotent_jobs.vendors.anthropic._requests import tag_for
-
     return tag_for(token)[:-1]
