@@ -1,0 +1,86 @@
+"""One paid step through `AnthropicBatchProvider` in its own process, killed (SIGKILL, by itself) at a point.
+
+`run` is the target of a process forked by a forkserver that imported this module once (the SDK's
+import is most of a fresh interpreter's start); ``python _child.py SPEC`` runs one step alone, the
+API key in ``$ANTHROPIC_TEST_KEY``. SPEC: ``{"store", "episode", "base_url", "kill": POINT, "poll"}``.
+Points: ``before_intent`` (the store's first write), ``after_intent`` (entering ``submit``),
+``after_answer`` (``submit`` returned, nothing saved), ``after_saved`` (``ledger.submit``
+returned). Prints the final submission as one JSON line; exit 0, or 3 when it is still unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from airflow_idempotent_jobs import open_store
+from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
+from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
+from airflow_idempotent_jobs.vendors.anthropic import AnthropicBatchProvider
+from tests.vendors.anthropic.support import PRICES, REQUEST
+
+
+def die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(spec: dict[str, Any]) -> int:
+    kill = spec.get("kill")
+    store = open_store(spec["store"])
+    provider = AnthropicBatchProvider(
+        api_key=os.environ["ANTHROPIC_TEST_KEY"], base_url=spec["base_url"], prices=PRICES, timeout=30.0
+    )
+    if kill == "before_intent":
+        real_update = store.update_in_week
+
+        def update_in_week(*args: Any, **kwargs: Any) -> Any:
+            die()
+            return real_update(*args, **kwargs)
+
+        store.update_in_week = update_in_week  # type: ignore[method-assign]
+    if kill in ("after_intent", "after_answer"):
+        real_submit = provider.submit
+
+        def submit(request: Any, token: str) -> str:
+            if kill == "after_intent":
+                die()
+            ref = real_submit(request, token)
+            die()
+            return ref
+
+        setattr(provider, "submit", submit)  # noqa: B010 (the instance's submit, for this child only)
+    ledger = SubmissionLedger(store)
+    try:
+        episode = ledger.submit(spec["episode"], provider, REQUEST, estimated_cost=provider.worst_case(REQUEST))
+        if kill == "after_saved":
+            die()
+        if spec.get("poll"):
+            episode = wait_for_terminal(
+                ledger, spec["episode"], provider, timeout=30, initial_delay=0.01, max_delay=0.2
+            )
+    except ProviderOutcomeUnknown as exc:
+        print(json.dumps({"error": "ProviderOutcomeUnknown", "message": str(exc)}))
+        return 3
+    sub = episode.submission
+    print(json.dumps({"state": sub.state.value, "remote_ref": sub.remote_ref, "cost": sub.cost}))
+    return 0
+
+
+def run(spec: dict[str, Any], key: str, out: str) -> None:
+    """In a forked process: stdout to ``out``, the key in the environment, `main`; exits with its code."""
+    code = 70
+    try:
+        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+        os.environ["ANTHROPIC_TEST_KEY"] = key
+        code = main(spec)
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
