@@ -159,11 +159,18 @@ def test_a_key_already_held_is_reported_and_that_job_left_alone(capsys, legacy: 
     assert tree(legacy / "2026-W31") == before and "done: 3 migrated, 4 skipped" in out
 
 
+#: Folders that are often a file system of their own: tmpfs, the disk, the checkout's disk.
+OTHER_DEVICES = ("/dev/shm", "/var/tmp", "/tmp", str(Path(__file__).resolve().parents[2]))
+
+
 @pytest.fixture
 def other_device(tmp_path: Path) -> Iterator[Path]:
-    if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("no second file system (/dev/shm) to move across")
-    path = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="legacy-"))
+    """A folder on another file system than ``tmp_path`` (``make test`` keeps tmp_path on tmpfs)."""
+    here = os.stat(tmp_path).st_dev
+    found = next((d for d in OTHER_DEVICES if os.path.isdir(d) and os.stat(d).st_dev != here), None)
+    if found is None:
+        pytest.skip(f"no second file system to move across (tried {', '.join(OTHER_DEVICES)})")
+    path = Path(tempfile.mkdtemp(dir=found, prefix="legacy-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
