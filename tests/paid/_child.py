@@ -41,6 +41,30 @@ def wait_for_file(path: Path, timeout: float) -> None:
         time.sleep(0.002)
 
 
+def arm_kill_point(kill: str | None, store: Any, provider: PaidProvider) -> None:
+    """Wrap this process's store and provider to SIGKILL it ``before_intent`` (the store's first write),
+    ``after_intent`` (entering ``provider.submit``) or ``after_answer`` (``submit`` returned)."""
+    if kill == "before_intent":
+        real_update = store.update_in_week
+
+        def update_in_week(*args: Any, **kwargs: Any) -> Any:
+            die()
+            return real_update(*args, **kwargs)
+
+        store.update_in_week = update_in_week
+    if kill in ("after_intent", "after_answer"):
+        real_submit = provider.submit
+
+        def submit(request: Any, token: str) -> str:
+            if kill == "after_intent":
+                die()
+            ref = real_submit(request, token)
+            die()
+            return ref
+
+        setattr(provider, "submit", submit)  # noqa: B010 (the port is a Protocol: no method to assign)
+
+
 def build_provider(spec: dict[str, Any]) -> PaidProvider:
     adapter = spec.get("adapter")
     if adapter is None:
@@ -68,25 +92,7 @@ def main(spec_text: str) -> int:
     kill = spec.get("kill")
     store = open_store(spec["store"])
     provider = build_provider(spec)
-    if kill == "before_intent":
-        real_update = store.update_in_week
-
-        def update_in_week(*args: Any, **kwargs: Any) -> Any:
-            die()
-            return real_update(*args, **kwargs)
-
-        store.update_in_week = update_in_week  # type: ignore[method-assign]
-    if kill in ("after_intent", "after_answer"):
-        real_submit = provider.submit
-
-        def submit(request: Any, token: str) -> str:
-            if kill == "after_intent":
-                die()
-            ref = real_submit(request, token)
-            die()
-            return ref
-
-        setattr(provider, "submit", submit)  # noqa: B010 (the port is a Protocol: no method to assign)
+    arm_kill_point(kill, store, provider)
     if kill == "between_calls":
 
         def create_batch(*args: Any) -> str:

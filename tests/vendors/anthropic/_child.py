@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from typing import Any
 
@@ -20,12 +19,8 @@ from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
 from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
 from airflow_idempotent_jobs.vendors.anthropic import AnthropicBatchProvider
+from tests.paid._child import arm_kill_point, die
 from tests.vendors.anthropic.support import PRICES, REQUEST
-
-
-def die() -> None:
-    sys.stdout.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(spec: dict[str, Any]) -> int:
@@ -34,25 +29,7 @@ def main(spec: dict[str, Any]) -> int:
     provider = AnthropicBatchProvider(
         api_key=os.environ["ANTHROPIC_TEST_KEY"], base_url=spec["base_url"], prices=PRICES, timeout=30.0
     )
-    if kill == "before_intent":
-        real_update = store.update_in_week
-
-        def update_in_week(*args: Any, **kwargs: Any) -> Any:
-            die()
-            return real_update(*args, **kwargs)
-
-        store.update_in_week = update_in_week  # type: ignore[method-assign]
-    if kill in ("after_intent", "after_answer"):
-        real_submit = provider.submit
-
-        def submit(request: Any, token: str) -> str:
-            if kill == "after_intent":
-                die()
-            ref = real_submit(request, token)
-            die()
-            return ref
-
-        setattr(provider, "submit", submit)  # noqa: B010 (the instance's submit, for this child only)
+    arm_kill_point(kill, store, provider)
     ledger = SubmissionLedger(store)
     try:
         episode = ledger.submit(spec["episode"], provider, REQUEST, estimated_cost=provider.worst_case(REQUEST))
