@@ -13,14 +13,18 @@ hook with ``provider_hook="airflow_idempotent_jobs.vendors.anthropic.hook.Anthro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 
 from ...errors import InvalidConfiguration
 from ...hooks.paid_provider import PaidProviderHook
+from .._airflow import mask_key, write_to_storage
 from ..llm_batch import PriceTable
 from .provider import AnthropicBatchProvider
+
+if TYPE_CHECKING:
+    from airflow.sdk import ObjectStoragePath
 
 __all__ = ["AnthropicBatchHook"]
 
@@ -56,7 +60,7 @@ class AnthropicBatchHook(PaidProviderHook):
         raw_prices = self.prices if self.prices is not None else extra.get("batch_prices")
         if raw_prices is None:
             raise InvalidConfiguration(_WHAT, "batch_prices", "set each model's batch prices (extra or prices=)")
-        _mask(api_key)
+        mask_key(api_key)
 
         def client() -> anthropic.Anthropic:
             return anthropic.Anthropic(api_key=api_key, base_url=base_url, **client_kwargs)
@@ -67,10 +71,11 @@ class AnthropicBatchHook(PaidProviderHook):
             raise InvalidConfiguration(_WHAT, "anthropic_client_kwargs", str(exc)[:200]) from None
         return AnthropicBatchProvider(client, prices=PriceTable.parse(raw_prices))
 
+    def write_results(self, batch_id: str, destination: str | ObjectStoragePath) -> int:
+        """Stream an ended batch's results (JSON lines, your own custom_ids) to ``destination``; lines written.
 
-def _mask(api_key: str) -> None:
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # Airflow < 3.1
-        from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef,unused-ignore]
-    mask_secret(api_key)
+        ``destination``: a path or URL Airflow's object storage reaches (``file:///data/w32.jsonl``,
+        ``s3://bucket/w32.jsonl``) or an `ObjectStoragePath`. A failed write leaves no partial file.
+        """
+        provider = self.get_provider()
+        return write_to_storage(destination, lambda out: provider.write_results(batch_id, out))

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ...errors import InvalidConfiguration
 from ...hooks.paid_provider import PaidProviderHook
-from ...paid._redaction import secret_forms
+from .._airflow import mask_key, write_to_storage
 from .provider import OpenAIBatchProvider
 
 if TYPE_CHECKING:
     import openai
+    from airflow.sdk import ObjectStoragePath
 
     from ..llm_batch import PriceTable
 
@@ -65,8 +66,17 @@ class OpenAIBatchHook(PaidProviderHook):
                 raise InvalidConfiguration(_WHAT, "openai_client_kwargs", reason[:300]) from None
 
         provider = OpenAIBatchProvider(prices=prices, client_factory=client, **options)
-        _mask(kwargs["api_key"])
+        mask_key(kwargs["api_key"])
         return provider
+
+    def write_output(self, batch_id: str, destination: str | ObjectStoragePath, *, errors: bool = False) -> int:
+        """Stream a batch's output file (its error file with ``errors``) to ``destination``; bytes written.
+
+        ``destination``: a path or URL Airflow's object storage reaches (``file:///data/w32.jsonl``,
+        ``s3://bucket/w32.jsonl``) or an `ObjectStoragePath`. A failed write leaves no partial file.
+        """
+        provider = self.get_provider()
+        return write_to_storage(destination, lambda out: provider.stream_output(batch_id, out, errors=errors))
 
 
 def client_kwargs(conn_id: str, host: str | None, password: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,13 +113,3 @@ def _prices(extra: Any, given: PriceTable | Mapping[str, Any] | None) -> PriceTa
     if not isinstance(extra, Mapping):
         raise InvalidConfiguration(_WHAT, "batch_prices", "must map each model to its prices per million tokens")
     return extra
-
-
-def _mask(api_key: str) -> None:
-    """Register the key (it may come from the extra, not the password) with Airflow's secrets masker."""
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # Airflow < 3.1
-        from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef,unused-ignore]
-    for form in secret_forms(f"Bearer {api_key}"):
-        mask_secret(form)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,6 +52,27 @@ def test_the_hook_builds_a_provider_from_the_anthropic_connection(
     done = provider.status(ref)
     assert done.state is RemoteState.SUCCEEDED and done.cost == pytest.approx(expected_cost(REQUEST), rel=1e-12)
     assert api.accepted() == 1
+
+
+def test_the_hook_writes_the_results_to_storage_with_the_users_custom_ids(
+    api: AnthropicApi, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from airflow_idempotent_jobs.vendors.anthropic import AnthropicBatchHook
+
+    connect(monkeypatch, host=api.url, password=api.api_key, extra={"batch_prices": PRICES})
+    hook = AnthropicBatchHook()
+    provider = hook.get_provider()
+    ref = provider.submit(REQUEST, "token-storage")
+    assert provider.status(ref).state is RemoteState.SUCCEEDED
+    target = tmp_path / "2026-W32.jsonl"
+    assert hook.write_results(ref, f"file://{target}") == len(REQUEST["requests"])
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert sorted(line["custom_id"] for line in lines) == sorted(r["custom_id"] for r in REQUEST["requests"])
+    assert os.listdir(tmp_path) == ["2026-W32.jsonl"]  # no partial file left
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(InvalidConfiguration, match="is a link"):
+        hook.write_results(ref, str(link))
 
 
 @pytest.mark.parametrize(
