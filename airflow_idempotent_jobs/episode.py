@@ -189,6 +189,10 @@ class Submission:
     #: ``sha256:<hex>`` of the request this submission is for (`paid.fingerprint`), written with
     #: the intent; None in records written before fingerprints existed.
     request_fingerprint: str | None = None
+    #: ``sha256:<hex>`` of the billing account the submission went through (the provider's
+    #: ``billing_identity``: API, endpoint, account, a digest of the key), written with the intent;
+    #: None for a provider that does not say, and in older records.
+    billed_to: str | None = None
     #: A cost the provider reported that is not a finite number >= 0: kept as evidence, never as
     #: ``cost`` (the budget counts the estimate instead).
     cost_anomaly: str | None = None
@@ -257,10 +261,11 @@ _TEXT_FIELDS: Final = (
     "settled_how",
     "updated_at",
     "request_fingerprint",
+    "billed_to",
     "cost_anomaly",
 )
 #: Fields added after the first release: absent from older records, so omitted while unset.
-_LATER_FIELDS: Final = ("request_fingerprint", "cost_anomaly", "result_omitted")
+_LATER_FIELDS: Final = ("request_fingerprint", "billed_to", "cost_anomaly", "result_omitted")
 
 
 class Decision(str, enum.Enum):

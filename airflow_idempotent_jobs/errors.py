@@ -22,6 +22,7 @@ Policy (``exit_code``, ``retryable``) is read from the class by every caller; se
     ├── SubmissionStateUnknown ..................... 3        only reconcile may settle it
     ├── SubmissionInProgress ....................... 5 retry  another live process is submitting
     ├── RequestConflict ............................ 3        the episode paid for another request
+    │   └── BillingAccountConflict ................. 3        ... or through another account
     ├── BudgetExceeded ............................. 2        nothing was sent
     │   └── BudgetUnknowable ....................... 2        the week's spend cannot be known
     ├── PollTimeout (TimeoutError) ................. 5 retry  the remote job is not finished yet
@@ -47,6 +48,7 @@ from typing import ClassVar
 __all__ = [
     "AllocationConflict",
     "ApprovalRequired",
+    "BillingAccountConflict",
     "BudgetExceeded",
     "BudgetUnknowable",
     "DecisionConflict",
@@ -316,6 +318,25 @@ class RequestConflict(IdempotentJobsError):
             f"episode {episode_id}: its paid submission was made for request {recorded}, "
             f"not for this request {requested}; refusing to submit or resume a different request "
             "(one episode pays for one request: allocate another episode for another request)"
+        )
+
+
+class BillingAccountConflict(RequestConflict):
+    """The episode's submission was made through another billing account; nothing was sent or looked up.
+
+    A lookup in another account cannot see the first job, so it would prove "no job" and pay again.
+    """
+
+    def __init__(self, episode_id: str, recorded: str, requested: str) -> None:
+        self.episode_id = episode_id
+        self.recorded = recorded
+        self.requested = requested
+        IdempotentJobsError.__init__(
+            self,
+            f"episode {episode_id}: its paid submission was made through billing account {recorded}, not through"
+            f" this one ({requested}): the connection now reaches another account or endpoint; refusing to look"
+            " up, submit or resume there (a job there cannot prove the first one absent). Point the connection"
+            f" back, or settle it by hand: idempotent-jobs reconcile {episode_id} --remote-ref REF | --not-submitted",
         )
 
 

@@ -33,6 +33,7 @@ from typing import Any, Final
 from ..approval import check_approved
 from ..episode import Decision, Episode, EpisodeStatus, Submission, SubmissionState, cost_problem
 from ..errors import (
+    BillingAccountConflict,
     IllegalTransition,
     InvalidConfiguration,
     NotReconcilable,
@@ -50,7 +51,7 @@ from . import claims
 from .budget import check_budget, checked_amount
 from .claims import DEFAULT_CLAIM_LEASE
 from .fingerprint import request_fingerprint
-from .provider import PaidProvider, RemoteState, look_up
+from .provider import PaidProvider, RemoteState, billing_fingerprint, look_up
 from .provider import RemoteStatus as RemoteStatus
 from .results import (
     DEFAULT_RESULT_LIMIT,
@@ -165,9 +166,10 @@ class SubmissionLedger:
         eid = str(EpisodeId.parse(episode_id))
         estimated_cost = checked_amount("estimated_cost", estimated_cost)
         fingerprint = request_fingerprint(request)
+        billed = billing_fingerprint(provider)
         try:
             for _ in range(3):  # a lookup that lost a race starts over; bounded
-                episode = self._attempt(eid, provider, request, estimated_cost, fingerprint, require_approval)
+                episode = self._attempt(eid, provider, request, estimated_cost, (fingerprint, billed), require_approval)
                 if episode is not None:
                     return episode
             raise SubmissionInProgress(eid, "another process (the record kept changing)")
@@ -180,12 +182,12 @@ class SubmissionLedger:
         provider: PaidProvider,
         request: Mapping[str, Any],
         estimated_cost: float | None,
-        fingerprint: str,
+        binding: tuple[str, str | None],
         require_approval: bool,
     ) -> Episode | None:
         plan: list[str] = []
         episode = self.store.update_in_week(
-            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, fingerprint, require_approval, plan)
+            eid, lambda ep, week: self._decide(ep, week, provider, estimated_cost, binding, require_approval, plan)
         )
         if not plan:
             return episode
@@ -210,14 +212,19 @@ class SubmissionLedger:
         week: list[Episode],
         provider: PaidProvider,
         estimated_cost: float | None,
-        fingerprint: str,
+        binding: tuple[str, str | None],
         require_approval: bool,
         plan: list[str],
     ) -> Episode:
+        fingerprint, billed = binding
         sub = self._checked(ep)
         if sub.state is not _S.NONE:
             self._same_request(ep, sub, fingerprint)
-        if sub.state.terminal or sub.state is _S.ACCEPTED:
+        if sub.state.terminal:
+            return ep
+        if sub.state is not _S.NONE:  # every path below reaches the provider: through the account that paid
+            self._same_account(ep, sub, billed)
+        if sub.state is _S.ACCEPTED:
             return ep
         self._approval_allows(ep, require_approval)  # every path below may reach the provider
         if sub.state is _S.SUBMITTING and self._claim_alive(ep.episode_id, sub):
@@ -230,6 +237,7 @@ class SubmissionLedger:
                 "intent written before calling the provider",
                 estimated_cost=estimated_cost,
                 request_fingerprint=fingerprint,
+                billed_to=billed,
             )
         caps = provider.capabilities
         if caps.idempotent_tokens:
@@ -385,6 +393,7 @@ class SubmissionLedger:
         if provider is not None:
             if not provider.capabilities.lookup:
                 raise ValueError("this provider cannot look tokens up; give remote_ref or not_submitted")
+            self._same_account(seen, seen.submission, billing_fingerprint(provider))
             assert seen.submission.token is not None
             with redacting(provider):
                 remote_ref = look_up(provider, seen.submission.token, seen.submission.history)
@@ -428,6 +437,18 @@ class SubmissionLedger:
         """
         if sub.request_fingerprint is not None and sub.request_fingerprint != fingerprint:
             raise RequestConflict(ep.episode_id, sub.request_fingerprint, fingerprint)
+
+    @staticmethod
+    def _same_account(ep: Episode, sub: Submission, billed: str | None) -> None:
+        """`BillingAccountConflict` unless this provider reaches the account the submission went through.
+
+        A submission bound to no account (an older record, a provider that does not say) binds
+        nothing; a provider that does not say cannot prove it is the same account, so it is refused.
+        """
+        if sub.billed_to is not None and sub.billed_to != billed:
+            raise BillingAccountConflict(
+                ep.episode_id, sub.billed_to, billed or "an account the provider does not name"
+            )
 
     def _moved(self, ep: Episode, state: SubmissionState, note: str, **changes: Any) -> Episode:
         submission = ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)

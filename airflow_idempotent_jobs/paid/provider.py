@@ -30,6 +30,7 @@ __all__ = [
     "ProviderCapabilities",
     "RemoteState",
     "RemoteStatus",
+    "billing_fingerprint",
     "intent_time",
     "look_up",
     "reported_cost",
@@ -100,7 +101,11 @@ class PaidProvider(Protocol):
     it, and runs ``status`` in a worker thread otherwise) and ``find_since(idempotency_token,
     since)`` (`find` for an API that can only list jobs by time: ``since`` is when the token's
     first intent was written, an aware UTC datetime; the ledger calls it instead of ``find`` when
-    the record says when, and ``find`` when it cannot: `intent_time`).
+    the record says when, and ``find`` when it cannot: `intent_time`) and ``billing_identity() ->
+    Mapping`` (which account pays: the API, its endpoint, the account, a digest of the key; never
+    the key itself): the ledger binds the submission to it with the intent and refuses to look up,
+    submit or resume through another (`BillingAccountConflict`), since another account's lookup
+    cannot see the first job.
     """
 
     @property
@@ -159,6 +164,16 @@ def look_up(provider: PaidProvider, token: str, history: Sequence[Mapping[str, A
         found: str | None = find_since(token, since)
         return found
     return provider.find(token)
+
+
+def billing_fingerprint(provider: PaidProvider) -> str | None:
+    """``sha256:<hex>`` of the provider's ``billing_identity()``, or None when it has none."""
+    identity = getattr(provider, "billing_identity", None)
+    if identity is None:
+        return None
+    from .fingerprint import request_fingerprint
+
+    return request_fingerprint(identity())
 
 
 def __getattr__(name: str) -> object:

@@ -12,12 +12,13 @@ whole truth; with the SDK's retries on, a "not sent" on the last try says nothin
 
 from __future__ import annotations
 
+import hashlib
 from types import ModuleType
-from typing import Final
+from typing import Any, Final
 
 from ..errors import ProviderError, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
 
-__all__ = ["NOT_SENT_CAUSES", "PAID_CALL_OPTIONS", "classify"]
+__all__ = ["NOT_SENT_CAUSES", "PAID_CALL_OPTIONS", "billing_identity", "classify"]
 
 #: Client options for a call that costs money: the SDK must not send it twice on its own.
 PAID_CALL_OPTIONS: Final = {"max_retries": 0}
@@ -60,3 +61,17 @@ def classify(exc: BaseException, sdk: ModuleType, what: str) -> ProviderError:
 def _message(exc: BaseException) -> str:
     text = " ".join(str(getattr(exc, "message", "") or exc).split()) or type(exc).__name__
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def billing_identity(api: str, client: Any, *fields: str) -> dict[str, str | None]:
+    """Which account a client's calls bill: the API, its base URL, ``fields`` of the client (OpenAI's
+    ``organization``, ``project``) and a digest of its key (16 hex digits of its sha256: the key
+    itself is never recorded). A rotated key reads as another account: the ledger then refuses to
+    go on until someone says which job is the episode's (fail closed)."""
+    key = getattr(client, "api_key", None)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16] if isinstance(key, str) and key else None
+    identity: dict[str, str | None] = {"api": api, "base_url": str(client.base_url).rstrip("/"), "key_sha256": digest}
+    for name in fields:
+        value = getattr(client, name, None)
+        identity[name] = value if isinstance(value, str) else None
+    return identity

@@ -26,7 +26,7 @@ from ...errors import InvalidConfiguration, ProviderError, ProviderOutcomeUnknow
 from ...paid._redaction import Redactor
 from ...paid.provider import ProviderCapabilities, RemoteState, RemoteStatus
 from ...paid.results import redacting
-from .._stainless import PAID_CALL_OPTIONS
+from .._stainless import PAID_CALL_OPTIONS, billing_identity
 from ..llm_batch import PriceTable, Usage
 from ._requests import checked_requests, request_bounds, strip_tag, tagged
 from ._wire import Batches, BatchInfo, Malformed, parse_line
@@ -107,6 +107,10 @@ class AnthropicBatchProvider:
     def redact(self, text: str) -> str:
         """``text`` without the API key, in any form."""
         return self._api()[1].text(text)
+
+    def billing_identity(self) -> dict[str, str | None]:
+        """The account the batches bill (`_stainless.billing_identity`): the ledger binds the episode to it."""
+        return billing_identity("anthropic", self._api()[0].client)
 
     # -- before sending ----------------------------------------------------------------------------
     def worst_case(self, request: Mapping[str, Any]) -> float:

@@ -31,7 +31,7 @@ from ...errors import (
 )
 from ...paid._redaction import Redactor
 from ...paid.provider import ProviderCapabilities, RemoteState, RemoteStatus
-from .._stainless import PAID_CALL_OPTIONS, classify
+from .._stainless import PAID_CALL_OPTIONS, billing_identity, classify
 from ..llm_batch import PriceTable
 from ._listing import scan
 from ._requests import TOKEN_KEY, BatchRequest, parse_request
@@ -120,6 +120,10 @@ class OpenAIBatchProvider:
             self._client = client_factory()
         key = getattr(self._client, "api_key", None)
         self._redactor = Redactor([f"Bearer {key}"] if isinstance(key, str) and key else [])
+
+    def billing_identity(self) -> dict[str, str | None]:
+        """The account the batches bill (`_stainless.billing_identity`): the ledger binds the episode to it."""
+        return billing_identity("openai", self._client, "organization", "project")
 
     # -- the port ----------------------------------------------------------------------------------
     def validate(self, request: Mapping[str, Any]) -> BatchRequest:
