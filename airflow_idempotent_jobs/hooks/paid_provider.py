@@ -7,8 +7,8 @@ polling, deferral). Airflow's convention builds a hook from its connection id al
     hook = cls(**{cls.conn_name_attr: conn_id})
 
 so that is the one constructor call the operator and the trigger make. Which hook: see
-`resolve_provider_hook` (``provider_hook="package.module.Class"``, else the hook Airflow has
-registered for the connection's type).
+`resolve_provider_hook` (``provider_hook="package.module.Class"``, else ours for a vendor's own
+connection type (`VENDOR_HOOKS`), else the hook Airflow has registered for the connection's type).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from airflow.sdk import BaseHook
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..paid.provider import PaidProvider
 
 __all__ = [
+    "VENDOR_HOOKS",
     "PaidProviderHook",
     "build_provider",
     "construct_hook",
@@ -33,6 +34,15 @@ __all__ = [
 ]
 
 _WHAT = "provider hook"
+
+#: Connection types of the vendors' own Airflow providers (apache-airflow-providers-openai,
+#: -anthropic) and the hook of ours that pays through each. Those providers register hooks of their
+#: own for these types, which cannot build a paid provider; a team's existing ``openai_default``
+#: must work as it is, so for these types ours wins over whatever Airflow has registered.
+VENDOR_HOOKS: Final = {
+    "openai": "airflow_idempotent_jobs.vendors.openai.hook.OpenAIBatchHook",
+    "anthropic": "airflow_idempotent_jobs.vendors.anthropic.hook.AnthropicBatchHook",
+}
 
 
 class PaidProviderHook(BaseHook, abc.ABC):
@@ -138,17 +148,29 @@ def construct_hook(cls: type[PaidProviderHook], conn_id: str) -> PaidProviderHoo
 def resolve_provider_hook(conn_id: str, provider_hook: str | None = None) -> PaidProviderHook:
     """The hook that builds the provider for ``conn_id``.
 
-    ``provider_hook`` (a class path) wins, and reads nothing. Otherwise the Connection is read
-    and its type must be registered with Airflow (a provider package's ``connection-types``) by
-    a `PaidProviderHook` subclass, as ``idempotent_jobs_http`` is. Anything else is
-    `InvalidConfiguration` (no retry): a connection of type ``http`` or ``generic`` names no
-    such hook, so pass ``provider_hook=`` for it.
+    ``provider_hook`` (a class path) wins, and reads nothing. Otherwise the Connection is read:
+    a vendor's type (``openai``, ``anthropic``: `VENDOR_HOOKS`) takes our hook for it, whatever
+    hook Airflow has registered; any other type must be registered with Airflow (a provider
+    package's ``connection-types``) by a `PaidProviderHook` subclass, as ``idempotent_jobs_http``
+    is. Anything else is `InvalidConfiguration` (no retry): a connection of type ``http`` or
+    ``generic`` names no such hook, so pass ``provider_hook=`` for it.
     """
     from ..errors import InvalidConfiguration
 
     if provider_hook is not None:
         return construct_hook(provider_hook_class(provider_hook), conn_id)
     conn_type = BaseHook.get_connection(conn_id).conn_type
+    vendor_hook = VENDOR_HOOKS.get(conn_type or "")
+    if vendor_hook is not None:
+        try:
+            return construct_hook(provider_hook_class(vendor_hook), conn_id)
+        except InvalidConfiguration as exc:  # the vendor's SDK is not installed: say which extra
+            raise InvalidConfiguration(
+                _WHAT,
+                "provider_hook",
+                f"connection {conn_id!r} has type {conn_type!r}: {exc.reason} "
+                f"(install airflow-idempotent-jobs[{conn_type}])",
+            ) from None
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     info = ProvidersManagerTaskRuntime().hooks.get(conn_type or "")  # type: ignore[no-untyped-call]

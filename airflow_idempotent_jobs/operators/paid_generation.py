@@ -56,6 +56,8 @@ class PaidGenerationOperator(StoreOperator):
     :param weekly_budget: refuse a submission that would pass the week's spend (provider units).
     :param estimated_cost: this job's expected cost, counted against ``weekly_budget``. Both must
         be finite numbers >= 0: anything else fails the task before anything is read or sent.
+        Not given, a provider offering ``worst_case(request)`` (the LLM batch providers) gives it;
+        one offering ``validate(request)`` refuses a bad request before anything is sent.
     :param max_result_bytes: largest provider result kept in the record, the XCom and the trigger
         event (bytes of canonical JSON); a larger one is left out, its size and sha256 recorded.
     :param require_approval: refuse (no retry) unless the episode's recorded decision is approved
@@ -134,6 +136,7 @@ class PaidGenerationOperator(StoreOperator):
                     )
                     return self._finish(context, episode)
                 provider = self._provider()  # the first place a connection or secret is read
+                self._checked_by_provider(episode, provider)
                 episode = self._submit(store, eid, provider)
                 if episode.submission.state.terminal:
                     return self._finish(context, attempt.seen(episode))
@@ -226,6 +229,32 @@ class PaidGenerationOperator(StoreOperator):
             self._provider_hook_path = hook_class_path(hook)
             return build_provider(hook)
 
+    def _checked_by_provider(self, episode: Episode, provider: PaidProvider) -> None:
+        """What the provider can check before anything is sent, when it may be sent on this try.
+
+        A provider offering ``validate(request)`` refuses a bad request here (`InvalidRequest`,
+        `InvalidConfiguration`: no retry) before the intent is written; one offering
+        ``worst_case(request)`` gives the estimate the budget counts when ``estimated_cost`` is
+        not given (a batch whose worst case passes ``weekly_budget`` is refused, nothing sent).
+        An accepted submission only polls: its request is not checked again (its file may be gone).
+        """
+        from ..episode import SubmissionState
+        from ..paid.budget import checked_amount
+
+        self._estimate = self.estimated_cost
+        state = episode.submission.state
+        if state not in (SubmissionState.NONE, SubmissionState.SUBMITTING, SubmissionState.UNKNOWN):
+            return
+        request = self._request()
+        validate = getattr(provider, "validate", None)
+        worst_case = getattr(provider, "worst_case", None)
+        with task_errors():
+            if callable(validate):
+                validate(request)
+            if self.estimated_cost is None and callable(worst_case) and state is SubmissionState.NONE:
+                self._estimate = checked_amount("estimated_cost (the provider's worst case)", worst_case(request))
+                self.log.info("Episode %s: estimated cost %s (the worst case)", episode.episode_id, self._estimate)
+
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger
 
@@ -240,7 +269,7 @@ class PaidGenerationOperator(StoreOperator):
                     eid,
                     provider,
                     self._request(),
-                    estimated_cost=self.estimated_cost,
+                    estimated_cost=getattr(self, "_estimate", self.estimated_cost),
                     require_approval=self.require_approval is True,
                 )
             except SubmissionStateUnknown as exc:

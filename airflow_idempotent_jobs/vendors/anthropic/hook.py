@@ -6,8 +6,9 @@ The connection is read as apache-airflow-providers-anthropic's ``AnthropicHook``
 batch prices come from the hook's ``prices`` argument, else the extra ``batch_prices``. Other
 platforms (bedrock, vertex, aws, foundry), ``workload_identity`` and a key left to the environment
 are refused for now (`InvalidConfiguration`): the lookup and the price table are written and
-tested for Anthropic's own API only. The connection type stays the Anthropic provider's: name this
-hook with ``provider_hook="airflow_idempotent_jobs.vendors.anthropic.hook.AnthropicBatchHook"``.
+tested for Anthropic's own API only. The connection type stays the Anthropic provider's: the paid
+operator picks this hook for an ``anthropic`` connection by itself (`VENDOR_HOOKS`), whatever hook
+Airflow has registered for that type.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class AnthropicBatchHook(PaidProviderHook):
     """Builds `AnthropicBatchProvider` from an ``anthropic`` Connection (module docstring)."""
 
     default_conn_name = "anthropic_default"
+    conn_type = "anthropic"
     hook_name = "Anthropic message batches (idempotent)"
 
     def __init__(self, provider_conn_id: str | None = None, *, prices: Mapping[str, Any] | None = None, **kwargs: Any):

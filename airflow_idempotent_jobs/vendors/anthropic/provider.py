@@ -22,12 +22,12 @@ from typing import IO, Any, ClassVar
 
 import anthropic
 
-from ...errors import InvalidConfiguration, ProviderError, ProviderOutcomeUnknown
+from ...errors import InvalidConfiguration, InvalidRequest, ProviderError, ProviderOutcomeUnknown, ProviderRejected
 from ...paid._redaction import Redactor
 from ...paid.provider import ProviderCapabilities, RemoteState, RemoteStatus
 from ...paid.results import redacting
 from .._stainless import PAID_CALL_OPTIONS, billing_identity
-from ..llm_batch import PriceTable, Usage
+from ..llm_batch import PriceTable, RequestBound, Usage
 from ._requests import checked_requests, request_bounds, strip_tag, tagged
 from ._wire import Batches, BatchInfo, Malformed, parse_line
 from .lookup import find_batch
@@ -113,14 +113,21 @@ class AnthropicBatchProvider:
         return billing_identity("anthropic", self._api()[0].client)
 
     # -- before sending ----------------------------------------------------------------------------
+    def validate(self, request: Mapping[str, Any]) -> list[RequestBound]:
+        """Each request's bound; `InvalidRequest`/`InvalidConfiguration` naming the field. Sends nothing."""
+        return request_bounds(checked_requests(request, self.prices))
+
     def worst_case(self, request: Mapping[str, Any]) -> float:
         """The most the batch can cost (`PriceTable.worst_case`): for ``estimated_cost`` and the budget."""
-        return self.prices.worst_case(request_bounds(checked_requests(request, self.prices)))
+        return self.prices.worst_case(self.validate(request))
 
     # -- the port ----------------------------------------------------------------------------------
     def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
-        requests = checked_requests(request, self.prices)
-        request_bounds(requests)  # every params has a JSON form, before anything is sent
+        try:
+            requests = checked_requests(request, self.prices)
+            request_bounds(requests)  # every params has a JSON form, before anything is sent
+        except (InvalidRequest, InvalidConfiguration) as exc:  # refused, never "outcome unknown"
+            raise ProviderRejected(str(exc)) from None
         batches, _ = self._api()
         with redacting(self):
             return batches.create(tagged(requests, idempotency_token))

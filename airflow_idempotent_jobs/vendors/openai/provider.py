@@ -127,8 +127,22 @@ class OpenAIBatchProvider:
 
     # -- the port ----------------------------------------------------------------------------------
     def validate(self, request: Mapping[str, Any]) -> BatchRequest:
-        """The checked request; `InvalidRequest`/`InvalidConfiguration` naming the field. Sends nothing."""
-        return parse_request(request, self.prices)
+        """The checked request; `InvalidRequest`/`InvalidConfiguration` naming the field. Sends nothing.
+
+        A prepared file must carry its sha256 and still hold those bytes: the ledger's fingerprint
+        binds the episode to them (`prepare_request`), so another file is another request.
+        """
+        batch = parse_request(request, self.prices)
+        if batch.path is not None and batch.declared_sha256 is None:
+            raise InvalidRequest(
+                f"OpenAI batch request: input_file.sha256: {batch.path} has none (use prepare_request)"
+            )
+        if batch.declared_sha256 is not None and batch.sha256 != batch.declared_sha256:
+            raise InvalidRequest(
+                f"OpenAI batch request: input_file: {batch.path} changed since prepare_request (sha256 "
+                f"{batch.sha256}, not {batch.declared_sha256}): prepare the request again"
+            )
+        return batch
 
     def worst_case(self, request: Mapping[str, Any]) -> float:
         """The most the batch can cost (`PriceTable.worst_case`): for the weekly budget, before sending."""
@@ -136,7 +150,7 @@ class OpenAIBatchProvider:
 
     def submit(self, request: Mapping[str, Any], idempotency_token: str) -> str:
         try:
-            batch = self.validate(request)
+            batch = parse_request(request, self.prices)
             if not isinstance(idempotency_token, str) or not 0 < len(idempotency_token) <= 512:
                 raise InvalidRequest(f"the idempotency token must be 1 to 512 characters for metadata.{TOKEN_KEY}")
         except (InvalidRequest, InvalidConfiguration) as exc:

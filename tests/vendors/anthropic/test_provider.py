@@ -78,6 +78,9 @@ def test_bad_requests_are_refused_before_anything_is_sent(api: AnthropicApi, cha
     batch = json.loads(json.dumps(REQUEST))
     change(batch)
     with pytest.raises(InvalidRequest, match=": " + re.escape(named) + ":"):
+        provider(api).validate(batch)
+    # Through the port, a refusal (the ledger records it failed), never an outcome it cannot know.
+    with pytest.raises(ProviderRejected, match=": " + re.escape(named) + ":"):
         provider(api).submit(batch, "token-bad")
     assert api.stats()["submissions"] == 0
 
@@ -85,8 +88,10 @@ def test_bad_requests_are_refused_before_anything_is_sent(api: AnthropicApi, cha
 def test_a_model_without_prices_is_refused_before_anything_is_sent(api: AnthropicApi) -> None:
     batch = json.loads(json.dumps(REQUEST))
     batch["requests"][1]["params"]["model"] = "claude-unpriced"
-    with pytest.raises(InvalidConfiguration, match="claude-unpriced"):
+    with pytest.raises(ProviderRejected, match="claude-unpriced"):
         provider(api).submit(batch, "token-unpriced")
+    with pytest.raises(InvalidConfiguration, match="claude-unpriced"):
+        provider(api).validate(batch)
     with pytest.raises(InvalidConfiguration):
         provider(api).worst_case(batch)
     assert api.stats()["submissions"] == 0
