@@ -181,9 +181,9 @@ def test_bad_requests_and_worst_cases_over_budget_are_refused_before_sending(run
         assert episode["submission"]["state"] == "none", episode
 
 
+@pytest.mark.parametrize("runs", ["openai"], indirect=True)  # a prepared JSONL file is OpenAI's form
 def test_a_prepared_file_binds_the_episode_to_its_bytes(runs: dict[str, Any]) -> None:
-    if runs["vendor"] != "openai":
-        pytest.skip("a prepared JSONL file is OpenAI's form")
+    assert runs["vendor"] == "openai"
     data = part(runs, "prepared_file")
     assert ti(data["lost"], "pay")["state"] == "failed"  # no retries: the create answer was lost
     changed = data["changed"]
