@@ -327,7 +327,8 @@ class Deployment:
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, keep_databases: bool = False) -> list[str]:
-        """Stop every process (TERM, then KILL after 30 s) and drop the databases; returns problems."""
+        """Stop every process (TERM; TERM again after 15 s, as Airflow's LocalExecutor asks when it waits
+        for its workers; KILL after 30 s) and drop the databases; returns problems."""
         problems = []
         for process in reversed(self.processes):
             if process.proc.poll() is None:
@@ -337,9 +338,16 @@ class Deployment:
                     pass
         for process in reversed(self.processes):
             try:
-                process.proc.wait(timeout=30)
+                process.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                problems.append(f"{process.name} ignored SIGTERM; killed")
+                try:  # "Signal again if you don't want to wait" (LocalExecutor, waiting for its workers)
+                    os.killpg(process.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            try:
+                process.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                problems.append(f"{process.name} ignored SIGTERM twice; killed")
                 try:
                     os.killpg(process.proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
