@@ -136,8 +136,8 @@ class PaidGenerationOperator(StoreOperator):
                     )
                     return self._finish(context, episode)
                 provider = self._provider()  # the first place a connection or secret is read
-                self._checked_by_provider(episode, provider)
-                episode = self._submit(store, eid, provider)
+                estimate = self._checked_by_provider(episode, provider)
+                episode = self._submit(store, eid, provider, estimate)
                 if episode.submission.state.terminal:
                     return self._finish(context, attempt.seen(episode))
                 if self.deferrable:
@@ -229,7 +229,7 @@ class PaidGenerationOperator(StoreOperator):
             self._provider_hook_path = hook_class_path(hook)
             return build_provider(hook)
 
-    def _checked_by_provider(self, episode: Episode, provider: PaidProvider) -> None:
+    def _checked_by_provider(self, episode: Episode, provider: PaidProvider) -> float | None:
         """What the provider can check before anything is sent, when it may be sent on this try.
 
         A provider offering ``validate(request)`` refuses a bad request here (`InvalidRequest`,
@@ -241,10 +241,10 @@ class PaidGenerationOperator(StoreOperator):
         from ..episode import SubmissionState
         from ..paid.budget import checked_amount
 
-        self._estimate = self.estimated_cost
+        estimate = self.estimated_cost
         state = episode.submission.state
         if state not in (SubmissionState.NONE, SubmissionState.SUBMITTING, SubmissionState.UNKNOWN):
-            return
+            return estimate
         request = self._request()
         validate = getattr(provider, "validate", None)
         worst_case = getattr(provider, "worst_case", None)
@@ -252,15 +252,16 @@ class PaidGenerationOperator(StoreOperator):
             if callable(validate):
                 validate(request)
             if self.estimated_cost is None and callable(worst_case) and state is SubmissionState.NONE:
-                self._estimate = checked_amount("estimated_cost (the provider's worst case)", worst_case(request))
-                self.log.info("Episode %s: estimated cost %s (the worst case)", episode.episode_id, self._estimate)
+                estimate = checked_amount("estimated_cost (the provider's worst case)", worst_case(request))
+                self.log.info("Episode %s: estimated cost %s (the worst case)", episode.episode_id, estimate)
+        return estimate
 
     def _ledger(self, store: EpisodeStore) -> SubmissionLedger:
         from ..paid.ledger import SubmissionLedger
 
         return SubmissionLedger(store, weekly_budget=self.weekly_budget, result_limit=self.max_result_bytes)
 
-    def _submit(self, store: EpisodeStore, eid: str, provider: PaidProvider) -> Episode:
+    def _submit(self, store: EpisodeStore, eid: str, provider: PaidProvider, estimate: float | None) -> Episode:
         from ..errors import SubmissionStateUnknown
 
         with task_errors():
@@ -269,7 +270,7 @@ class PaidGenerationOperator(StoreOperator):
                     eid,
                     provider,
                     self._request(),
-                    estimated_cost=getattr(self, "_estimate", self.estimated_cost),
+                    estimated_cost=estimate,
                     require_approval=self.require_approval is True,
                 )
             except SubmissionStateUnknown as exc:

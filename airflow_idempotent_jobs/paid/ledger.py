@@ -154,7 +154,8 @@ class SubmissionLedger:
         Returns without calling the provider when the submission is already ``accepted`` or
         terminal (``succeeded``/``failed``: check ``episode.submission.state``); a 4xx rejection
         returns the episode ``failed``. Raises `InvalidRequest`, `InvalidConfiguration` (an estimate
-        that is not a finite number >= 0), `RequestConflict` (the submission is another request's),
+        that is not a finite number >= 0), `RequestConflict` (the submission is another request's; its
+        `BillingAccountConflict`: it went through another account than ``provider``'s),
         `BudgetExceeded` (nothing sent), `SubmissionStateUnknown` (capability (c): run reconcile),
         `SubmissionInProgress`, `ProviderUnavailable` (nothing sent; retry) or
         `ProviderOutcomeUnknown` (recorded as ``unknown``; with capability (a) or (b) a retry

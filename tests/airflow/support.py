@@ -101,8 +101,8 @@ class CrashingPaidGeneration(PaidGenerationOperator):
         observe("resumed", context, event=event)
         return super().execute_complete(context, event)
 
-    def _submit(self, store: Any, eid: str, provider: Any) -> Any:
-        episode = super()._submit(store, eid, provider)
+    def _submit(self, store: Any, eid: str, provider: Any, estimate: float | None) -> Any:
+        episode = super()._submit(store, eid, provider, estimate)
         observe("submitted", self._context, episode_id=eid, remote_ref=episode.submission.remote_ref)
         if should_fail(self._context):
             raise RuntimeError("simulated worker crash after the provider accepted the job")
