@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .effect import Effect, effects_from_record, effects_to_record
 from .errors import IllegalTransition, InvalidIdentifier, StoreCorrupted
 from .identity import EpisodeId, validate_allocation_key, validate_fingerprint
 from .owner import OWNER_KEY, Owner
+from .record_values import OmittedResult, is_count, utc_now
 
 __all__ = [
     "APPROVAL_EVENTS",
@@ -75,11 +76,6 @@ TRANSITIONS: Final[Mapping[SubmissionState, frozenset[SubmissionState]]] = {
 }
 
 
-def utc_now() -> str:
-    """An ISO-8601 UTC timestamp with microseconds, the form every record uses."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
-
-
 def cost_problem(value: object) -> str | None:
     """Why ``value`` is not a cost, or None if it is one: a cost is a finite number >= 0.
 
@@ -115,42 +111,6 @@ def amount_problem(value: object) -> str | None:
 def is_negative_zero(value: object) -> bool:
     """``-0.0`` (a float zero with its sign bit set); never an int, which has no negative zero."""
     return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
-
-
-@dataclass(frozen=True)
-class OmittedResult:
-    """A provider result too large (or not storable as strict JSON) to keep: what identifies it instead.
-
-    ``size`` and ``sha256`` are those of the result's canonical JSON (sorted keys, compact, UTF-8;
-    see `paid.results`); None when it has no JSON form at all.
-    """
-
-    reason: str
-    size: int | None
-    sha256: str | None
-    #: The bound in force when it was left out, in bytes.
-    limit: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: object) -> OmittedResult:
-        """The inverse of `to_dict`; anything else is `ValueError`."""
-        if not isinstance(data, Mapping) or set(data) != {"reason", "size", "sha256", "limit"}:
-            raise ValueError(f"result_omitted must be an object with reason, size, sha256, limit: {data!r:.200}")
-        if not isinstance(data["reason"], str) or not (data["sha256"] is None or isinstance(data["sha256"], str)):
-            raise ValueError("result_omitted: reason and sha256 must be text")
-        for name in ("size", "limit"):
-            value = data[name]
-            if (value is not None or name == "limit") and not _is_count(value):
-                raise ValueError(f"result_omitted: {name} must be a whole number >= 0, not {value!r:.60}")
-        return cls(reason=data["reason"], size=data["size"], sha256=data["sha256"], limit=data["limit"])
-
-
-def _is_count(value: object) -> bool:
-    """An int (not a bool, not a float) >= 0."""
-    return type(value) is int and value >= 0
 
 
 @dataclass(frozen=True)
@@ -241,7 +201,7 @@ class Submission:
                     raise ValueError(f"submission {name} {values[name]!r:.60} is {problem}, not a cost")
                 values[name] = float(values[name])
         attempts = values.get("attempts", 0)
-        if not _is_count(attempts):
+        if not is_count(attempts):
             raise ValueError(f"submission attempts must be a whole number >= 0, not {attempts!r:.60}")
         if values.get("result_omitted") is not None:
             values["result_omitted"] = OmittedResult.from_dict(values["result_omitted"])
@@ -357,6 +317,8 @@ class Episode:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: The human gate before spending (`approval`): empty until someone is asked.
     approval: Approval = field(default_factory=Approval)
+    #: What happened after the payment, by effect name, in the order they began (`effect`).
+    effects: Mapping[str, Effect] = field(default_factory=dict)
 
     @property
     def id(self) -> EpisodeId:
@@ -370,8 +332,8 @@ class Episode:
     def to_record(self) -> dict[str, Any]:
         """The persisted form (no ``reused``), with ``schema_version``.
 
-        ``approval`` is written only once something was asked or decided: a record written before
-        approvals existed reads back and writes out unchanged.
+        ``approval`` is written only once something was asked or decided, ``effects`` once one
+        began: a record written before either existed reads back and writes out unchanged.
         """
         record = {
             "schema_version": SCHEMA_VERSION,
@@ -388,6 +350,8 @@ class Episode:
         }
         if self.approval != Approval():
             record["approval"] = self.approval.to_dict()
+        if self.effects:
+            record["effects"] = effects_to_record(self.effects)
         return record
 
     def to_dict(self) -> dict[str, Any]:
@@ -396,6 +360,7 @@ class Episode:
         del data["schema_version"]
         data["reused"] = self.reused
         data["approval"] = self.approval.to_dict()
+        data["effects"] = effects_to_record(self.effects)
         return data
 
     @classmethod
@@ -432,6 +397,7 @@ class Episode:
                 submission=Submission.from_dict({} if data.get("submission") is None else data["submission"]),
                 metadata=dict(metadata or {}),
                 approval=Approval() if data.get("approval") is None else Approval.from_dict(data["approval"]),
+                effects={} if data.get("effects") is None else effects_from_record(data["effects"]),
             )
         except StoreCorrupted:
             raise

@@ -23,6 +23,10 @@ Policy (``exit_code``, ``retryable``) is read from the class by every caller; se
     ├── SubmissionInProgress ....................... 5 retry  another live process is submitting
     ├── RequestConflict ............................ 3        the episode paid for another request
     │   └── BillingAccountConflict ................. 3        ... or through another account
+    ├── EffectStateUnknown ......................... 3        an effect may have happened: reconcile
+    ├── EffectInProgress ........................... 5 retry  another live process runs the effect
+    ├── EffectInputConflict ........................ 3        the effect ran with other inputs
+    ├── EffectNotDone .............................. 5 retry  a body's word: it certainly did not happen
     ├── BudgetExceeded ............................. 2        nothing was sent
     │   └── BudgetUnknowable ....................... 2        the week's spend cannot be known
     ├── PollTimeout (TimeoutError) ................. 5 retry  the remote job is not finished yet
@@ -52,6 +56,10 @@ __all__ = [
     "BudgetExceeded",
     "BudgetUnknowable",
     "DecisionConflict",
+    "EffectInProgress",
+    "EffectInputConflict",
+    "EffectNotDone",
+    "EffectStateUnknown",
     "EpisodeNotFound",
     "IdempotentJobsError",
     "IllegalTransition",
@@ -338,6 +346,60 @@ class BillingAccountConflict(RequestConflict):
             " up, submit or resume there (a job there cannot prove the first one absent). Point the connection"
             f" back, or settle it by hand: idempotent-jobs reconcile {episode_id} --remote-ref REF | --not-submitted",
         )
+
+
+# -- Effects after the payment (`effects`) ----------------------------------------------------------
+
+
+class EffectStateUnknown(IdempotentJobsError):
+    """An episode's effect may have happened; it is never run again blindly, only reconcile settles it."""
+
+    exit_code = 3
+    retryable = False
+
+    def __init__(self, episode_id: str, name: str, detail: str = "") -> None:
+        self.episode_id = episode_id
+        self.name = name
+        self.command = f"idempotent-jobs reconcile {episode_id} --effect {name}"
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"episode {episode_id}: effect {name} may already have happened{extra}; refusing to run it again."
+            f" Settle it with: {self.command} --done REF | --not-done"
+        )
+
+
+class EffectInProgress(IdempotentJobsError):
+    """Another live process wrote the effect's ``pending`` intent and runs its body; retry later."""
+
+    def __init__(self, episode_id: str, name: str, claimed_by: str | None) -> None:
+        self.episode_id = episode_id
+        self.name = name
+        self.claimed_by = claimed_by
+        super().__init__(f"episode {episode_id}: effect {name} is running in {claimed_by}; retry later")
+
+
+class EffectInputConflict(RequestConflict):
+    """The episode's effect began with other inputs; nothing was run."""
+
+    def __init__(self, episode_id: str, name: str, recorded: str, requested: str) -> None:
+        self.episode_id = episode_id
+        self.name = name
+        self.recorded = recorded
+        self.requested = requested
+        IdempotentJobsError.__init__(
+            self,
+            f"episode {episode_id}: effect {name} began with inputs {recorded}, not with these {requested};"
+            " refusing to run it with different inputs (one episode has one effect of each name:"
+            " give the other a name of its own)",
+        )
+
+
+class EffectNotDone(IdempotentJobsError):
+    """Raised by an effect's body (or its lookup's caller) when the effect certainly did not happen.
+
+    The effect is recorded ``failed`` and a retry runs it again; any other exception from the body
+    leaves it ``unknown``.
+    """
 
 
 class BudgetExceeded(IdempotentJobsError):
