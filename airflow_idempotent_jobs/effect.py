@@ -174,8 +174,8 @@ def _moved(
 
 
 def effects_to_record(effects: Mapping[str, Effect]) -> dict[str, Any]:
-    """The record's ``effects`` object, by name in the order they began."""
-    return {name: effect.to_dict() for name, effect in effects.items()}
+    """The record's ``effects`` object, sorted by name (both stores keep JSON objects sorted)."""
+    return {name: effects[name].to_dict() for name in sorted(effects)}
 
 
 def effects_from_record(data: object) -> dict[str, Effect]:
@@ -185,7 +185,7 @@ def effects_from_record(data: object) -> dict[str, Effect]:
     if len(data) > MAX_EFFECTS:
         raise ValueError(f"effects holds {len(data)} effects, more than {MAX_EFFECTS}")
     found: dict[str, Effect] = {}
-    for name, value in data.items():
+    for name, value in sorted(data.items()):
         try:
             validate_effect_name(name)
         except InvalidIdentifier as exc:

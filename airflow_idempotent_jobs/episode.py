@@ -317,7 +317,7 @@ class Episode:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: The human gate before spending (`approval`): empty until someone is asked.
     approval: Approval = field(default_factory=Approval)
-    #: What happened after the payment, by effect name, in the order they began (`effect`).
+    #: What happened after the payment, by effect name (`effect`); read back sorted by name.
     effects: Mapping[str, Effect] = field(default_factory=dict)
 
     @property
