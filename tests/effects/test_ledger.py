@@ -248,8 +248,12 @@ def test_a_huge_result_is_left_out_and_identified(store: EpisodeStore, episode_i
     deep: Any = []
     for _ in range(5000):
         deep = [deep]
-    for odd in (float("inf"), float("nan"), object(), deep):
-        done = ledger.run(episode_id, f"odd:{len(store.get(episode_id).effects)}", lambda token, odd=odd: odd)
+    for n, odd in enumerate((float("inf"), float("nan"), object(), deep)):
+
+        def body(token: str, odd: Any = odd) -> Any:
+            return odd
+
+        done = ledger.run(episode_id, f"odd:{n}", body)
         assert done.result is None and done.effect.result_omitted is not None
     assert store.get(episode_id).effects["upload"].result_omitted == omitted
 
