@@ -18,6 +18,8 @@ _moved.install()  # module paths of the previous release still import, with a wa
 #: Public name -> the module that defines it: for library users, the model, the stores and the
 #: errors they meet (every error is in `errors`; `paid` has the paid API's own).
 _EXPORTS = {
+    "Effect": "effect",
+    "EffectState": "effect",
     "Approval": "episode",
     "Decision": "episode",
     "Episode": "episode",
@@ -28,6 +30,10 @@ _EXPORTS = {
     "ApprovalRequired": "errors",
     "BudgetExceeded": "errors",
     "DecisionConflict": "errors",
+    "EffectInProgress": "errors",
+    "EffectInputConflict": "errors",
+    "EffectNotDone": "errors",
+    "EffectStateUnknown": "errors",
     "EpisodeNotFound": "errors",
     "IdempotentJobsError": "errors",
     "IllegalTransition": "errors",
@@ -54,6 +60,12 @@ __all__ = [
     "BudgetExceeded",
     "Decision",
     "DecisionConflict",
+    "Effect",
+    "EffectInProgress",
+    "EffectInputConflict",
+    "EffectNotDone",
+    "EffectState",
+    "EffectStateUnknown",
     "Episode",
     "EpisodeId",
     "EpisodeNotFound",
@@ -79,12 +91,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .effect import Effect, EffectState
     from .episode import Approval, Decision, Episode, EpisodeStatus, Submission, SubmissionState
     from .errors import (
         AllocationConflict,
         ApprovalRequired,
         BudgetExceeded,
         DecisionConflict,
+        EffectInProgress,
+        EffectInputConflict,
+        EffectNotDone,
+        EffectStateUnknown,
         EpisodeNotFound,
         IdempotentJobsError,
         IllegalTransition,
