@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery,openai,anthropic
 
-.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm e2e-distributed e2e-approval e2e-ui browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ bench: install
 # The page's JSON for a 500-episode week in a 20 000-episode store against listing that week.
 bench-ui: install
 	$(BIN)/python benchmarks/ui_week.py
+
+# What the effects ledger costs per effect against a bare update, and as an episode's effects grow.
+bench-effects: install
+	$(BIN)/python benchmarks/effects.py
 
 # Airflow's own LLM batch operators and ours, side by side under real dag.test() runs against local
 # doubles of the OpenAI and Anthropic APIs: billed batches per operator and fault, as a Markdown table.
