@@ -109,7 +109,11 @@ class PostgresBackend:
         return psycopg.connect(self.url, autocommit=True)
 
     def snapshot(self) -> dict[str, str]:
-        """Every row of every table in the store's schema, keyed by table and primary key."""
+        """Every row of every table in the store's schema, keyed by table and primary key.
+
+        A column that is NULL is left out of its row's hash: a table's columns are fixed, so nothing
+        is lost, and a nullable column a migration adds (``effects``) leaves every older row as it was.
+        """
         rows: dict[str, str] = {}
         with self._connect() as conn:
             tables = conn.execute(
@@ -127,7 +131,8 @@ class PostgresBackend:
                         (oid,),
                     )
                 ]
-                for (row,) in conn.execute(f'SELECT to_jsonb(t) FROM "{self.schema}"."{table}" t'):
+                for (whole,) in conn.execute(f'SELECT to_jsonb(t) FROM "{self.schema}"."{table}" t'):
+                    row = {column: value for column, value in whole.items() if value is not None}
                     key = "/".join([table, *(str(row[k]) for k in keys)]) if keys else f"{table}/{len(rows)}"
                     text = json.dumps(row, sort_keys=True, ensure_ascii=False)
                     rows[key] = hashlib.sha256(text.encode("utf-8")).hexdigest()
