@@ -58,9 +58,8 @@ def row_as_of(namespace: str, episode: Any, version: int | None) -> dict[str, An
 
     values = row_values(namespace, episode)
     for added, column in ADDED_COLUMNS.items():
-        if version is not None and version < added:
-            if values.pop(column) is not None:
-                raise ValueError(f"{episode.episode_id} has {column}, which schema version {version} cannot hold")
+        if version is not None and version < added and values.pop(column) is not None:
+            raise ValueError(f"{episode.episode_id} has {column}, which schema version {version} cannot hold")
     return values
 
 
