@@ -180,12 +180,14 @@ def _effect_findings(effect: Effect) -> list[str]:
         findings.append("settled_by, settled_at and settled_how are partly set")
     current: EffectState | None = None
     runs = 0
-    for step in effect.history:
+    for n, step in enumerate(effect.history):
         try:
             frm = None if step.get("from") is None else EffectState(step.get("from"))
             to = EffectState(step.get("to"))
         except ValueError:
-            findings.append(f"history has an unknown state in {dict(step)}")
+            findings.append(
+                f"history entry {n} has an unknown state: from {step.get('from')!r:.40} to {step.get('to')!r:.40}"
+            )
             return findings
         if frm is not current:
             findings.append(f"history leaves {_shown(frm)} but was in {_shown(current)}")
