@@ -169,9 +169,8 @@ def _moved(
     **changes: Any,
 ) -> Effect:
     if state not in EFFECT_TRANSITIONS[current]:
-        raise IllegalTransition(
-            f"{episode_id} effect {name}", "absent" if current is None else current.value, state.value
-        )
+        was = "absent" if current is None else current.value
+        raise IllegalTransition(episode_id, was, state.value, what=f"effect {name}")
     now = utc_now()
     entry = {"from": None if current is None else current.value, "to": state.value, "at": now, "note": note}
     history = () if current is None else effect.history

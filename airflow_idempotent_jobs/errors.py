@@ -15,7 +15,7 @@ Policy (``exit_code``, ``retryable``) is read from the class by every caller; se
     │   ├── StoreOutdated .......................... 5        a reader found an older schema
     │   └── StoreTooNew
     ├── AllocationConflict ......................... 3        the key is held otherwise
-    ├── IllegalTransition .......................... 3        the submission state machine says no
+    ├── IllegalTransition .......................... 3        a ledger (submission, effect) says no
     │   └── NotReconcilable ........................ 3
     ├── DecisionConflict ........................... 3        an approval decision is final
     ├── ApprovalRequired ........................... 3        no approved episode: nothing spent
@@ -228,16 +228,17 @@ class AllocationConflict(IdempotentJobsError):
 
 
 class IllegalTransition(IdempotentJobsError):
-    """A submission-ledger transition that the state machine does not allow."""
+    """A move of a ledger (the submission's, or an effect's: ``what``) that its state machine does not allow."""
 
     exit_code = 3
     retryable = False
 
-    def __init__(self, episode_id: str, current: str, wanted: str) -> None:
+    def __init__(self, episode_id: str, current: str, wanted: str, *, what: str = "submission") -> None:
         self.episode_id = episode_id
         self.current = current
         self.wanted = wanted
-        super().__init__(f"episode {episode_id}: submission cannot go from {current} to {wanted}")
+        self.what = what
+        super().__init__(f"episode {episode_id}: {what} cannot go from {current} to {wanted}")
 
 
 class NotReconcilable(IllegalTransition):

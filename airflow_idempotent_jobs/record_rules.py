@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .effect import EFFECT_TRANSITIONS, Effect, EffectState
 from .episode import TRANSITIONS, Decision, Episode, EpisodeStatus, SubmissionState
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "WeekRead",
     "approval_problems",
     "check_episode_record",
+    "effect_problems",
     "unique_keys",
 ]
 
@@ -77,9 +79,10 @@ class CheckReport:
 
 
 def check_episode_record(episode: Episode, where: str) -> list[Problem]:
-    """Rules every store shares: a legal submission record and an approval that agree with themselves."""
+    """Rules every store shares: a legal submission record, an approval and effects that agree with themselves."""
     problems = _submission_problems(episode, where)
     problems += approval_problems(episode, where)
+    problems += effect_problems(episode, where)
     return problems
 
 
@@ -150,6 +153,58 @@ def approval_problems(episode: Episode, where: str) -> list[Problem]:
             Problem(where, f"episode {name}: rejected but its submission is {episode.submission.state.value}")
         )
     return problems
+
+
+def effect_problems(episode: Episode, where: str) -> list[Problem]:
+    """Effects whose own fields contradict each other or their history.
+
+    `effects.ledger.EffectLedger` writes none of these: each means a record written by hand or by a
+    writer that bypassed the ledger, and a retry could run the effect again, or never.
+    """
+    problems: list[Problem] = []
+    for name, effect in episode.effects.items():
+        said = f"episode {episode.episode_id}: effect {name}"
+        problems += [Problem(where, f"{said}: {finding}") for finding in _effect_findings(effect)]
+    return problems
+
+
+def _effect_findings(effect: Effect) -> list[str]:
+    findings: list[str] = []
+    state = effect.state.value
+    if not effect.token:
+        findings.append(f"{state} without a token")
+    if effect.state is EffectState.PENDING and not (effect.claimed_by and effect.claimed_at):
+        findings.append("pending without claimed_by and claimed_at (no one can tell whether its runner is alive)")
+    settled = [effect.settled_by, effect.settled_at, effect.settled_how]
+    if any(v is not None for v in settled) and any(v is None for v in settled):
+        findings.append("settled_by, settled_at and settled_how are partly set")
+    current: EffectState | None = None
+    runs = 0
+    for n, step in enumerate(effect.history):
+        try:
+            frm = None if step.get("from") is None else EffectState(step.get("from"))
+            to = EffectState(step.get("to"))
+        except ValueError:
+            findings.append(
+                f"history entry {n} has an unknown state: from {step.get('from')!r:.40} to {step.get('to')!r:.40}"
+            )
+            return findings
+        if frm is not current:
+            findings.append(f"history leaves {_shown(frm)} but was in {_shown(current)}")
+        if to not in EFFECT_TRANSITIONS[frm]:
+            findings.append(f"history moves illegally from {_shown(frm)} to {to.value}")
+        if to is EffectState.PENDING:  # each run writes its pending intent first
+            runs += 1
+        current = to
+    if current is not effect.state:
+        findings.append(f"state {state} disagrees with its history, which ends in {_shown(current)}")
+    if effect.attempts < runs:
+        findings.append(f"attempts {effect.attempts} is fewer than the {runs} runs its history records")
+    return findings
+
+
+def _shown(state: EffectState | None) -> str:
+    return "nothing" if state is None else state.value
 
 
 #: The fields a decision's history entry repeats besides its event.

@@ -32,11 +32,15 @@ class Backend(Protocol):
         ...
 
     def stored(self, episode_id: str) -> dict[str, Any]:
-        """The episode's record as persisted (JSON parsed), read around the store; no ``approval`` if none."""
+        """The record as persisted (JSON parsed), read around the store; no ``approval`` nor ``effects`` if none."""
         ...
 
     def overwrite(self, episode_id: str, status: str, approval: dict[str, Any] | None) -> None:
         """Write status and approval as a writer that bypasses the store (and its checks) would."""
+        ...
+
+    def write_effects(self, episode_id: str, effects: dict[str, Any]) -> None:
+        """Give an episode that has no effects these (the record's ``effects`` object), bypassing the store."""
         ...
 
 
@@ -88,6 +92,15 @@ class FileBackend:
         record.pop("approval", None)
         if approval is not None:
             record["approval"] = approval
+        self._write(episode_id, record)
+
+    def write_effects(self, episode_id: str, effects: dict[str, Any]) -> None:
+        record = self.stored(episode_id)
+        if "effects" in record:
+            raise AssertionError(f"{episode_id} has effects already")
+        self._write(episode_id, {**record, "effects": effects})
+
+    def _write(self, episode_id: str, record: dict[str, Any]) -> None:
         self.state_path(episode_id).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -109,7 +122,11 @@ class PostgresBackend:
         return psycopg.connect(self.url, autocommit=True)
 
     def snapshot(self) -> dict[str, str]:
-        """Every row of every table in the store's schema, keyed by table and primary key."""
+        """Every row of every table in the store's schema, keyed by table and primary key.
+
+        A column that is NULL is left out of its row's hash: a table's columns are fixed, so nothing
+        is lost, and a nullable column a migration adds (``effects``) leaves every older row as it was.
+        """
         rows: dict[str, str] = {}
         with self._connect() as conn:
             tables = conn.execute(
@@ -127,7 +144,8 @@ class PostgresBackend:
                         (oid,),
                     )
                 ]
-                for (row,) in conn.execute(f'SELECT to_jsonb(t) FROM "{self.schema}"."{table}" t'):
+                for (whole,) in conn.execute(f'SELECT to_jsonb(t) FROM "{self.schema}"."{table}" t'):
+                    row = {column: value for column, value in whole.items() if value is not None}
                     key = "/".join([table, *(str(row[k]) for k in keys)]) if keys else f"{table}/{len(rows)}"
                     text = json.dumps(row, sort_keys=True, ensure_ascii=False)
                     rows[key] = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -147,7 +165,7 @@ class PostgresBackend:
             raise AssertionError(f"no row for {episode_id} to corrupt")
 
     def stored(self, episode_id: str) -> dict[str, Any]:
-        """The row's columns; ``approval`` only when the column is not NULL (JSON columns parsed)."""
+        """The row's columns; ``approval`` and ``effects`` only when not NULL (JSON columns parsed)."""
         with self._connect() as conn:
             found = conn.execute(
                 f'SELECT to_jsonb(t) FROM "{self.schema}".episodes t WHERE episode_id = %s', (episode_id,)
@@ -157,8 +175,9 @@ class PostgresBackend:
         row: dict[str, Any] = found[0]
         for name in ("namespace", "submission_state"):
             del row[name]
-        if row.get("approval") is None:
-            row.pop("approval", None)
+        for name in ("approval", "effects"):
+            if row.get(name) is None:
+                row.pop(name, None)
         return row
 
     def overwrite(self, episode_id: str, status: str, approval: dict[str, Any] | None) -> None:
@@ -171,3 +190,15 @@ class PostgresBackend:
             ).rowcount
         if done != 1:
             raise AssertionError(f"no row for {episode_id} to overwrite")
+
+    def write_effects(self, episode_id: str, effects: dict[str, Any]) -> None:
+        """From NULL: the guard of schema version 6 watches changes to effects already recorded, not this."""
+        from psycopg.types.json import Jsonb
+
+        with self._connect() as conn:
+            done = conn.execute(
+                f'UPDATE "{self.schema}".episodes SET effects = %s WHERE episode_id = %s AND effects IS NULL',
+                (Jsonb(effects), episode_id),
+            ).rowcount
+        if done != 1:
+            raise AssertionError(f"no row without effects for {episode_id}")

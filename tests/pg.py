@@ -30,6 +30,7 @@ __all__ = [
     "pg_database",
     "pg_server",
     "pg_url",
+    "row_as_of",
     "spawn_together",
 ]
 
@@ -46,27 +47,44 @@ def pg_url(dbname: str) -> str:
     return f"postgresql://{auth}@{host}:{port}/{dbname}"
 
 
-def insert_episode(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
-    """Insert ``episode`` and raise its week's high-water mark, as an allocation commits them (one statement)."""
-    from airflow_idempotent_jobs.stores.postgres._rows import COLUMNS, row_values
+#: The columns of ``episodes`` that a schema version added after the first, by version: a store of
+#: an earlier version has no such column.
+ADDED_COLUMNS: dict[int, str] = {3: "approval", 6: "effects"}
 
+
+def row_as_of(namespace: str, episode: Any, version: int | None) -> dict[str, Any]:
+    """The row's values as a writer of schema ``version`` (None: this code's) wrote them."""
+    from airflow_idempotent_jobs.stores.postgres._rows import row_values
+
+    values = row_values(namespace, episode)
+    for added, column in ADDED_COLUMNS.items():
+        if version is not None and version < added and values.pop(column) is not None:
+            raise ValueError(f"{episode.episode_id} has {column}, which schema version {version} cannot hold")
+    return values
+
+
+def insert_episode(
+    conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs", version: int | None = None
+) -> None:
+    """Insert ``episode`` and raise its week's high-water mark, as an allocation commits them (one statement).
+
+    ``version``: insert it into a store of that schema version, as its writer did (for upgrade tests).
+    """
     s = f'"{schema}"'
-    values = ", ".join(f"%({c})s::{s}.submission_state" if c == "submission_state" else f"%({c})s" for c in COLUMNS)
+    row = row_as_of(namespace, episode, version)
+    values = ", ".join(f"%({c})s::{s}.submission_state" if c == "submission_state" else f"%({c})s" for c in row)
     conn.execute(
         f"WITH mark AS (INSERT INTO {s}.weeks AS w (namespace, week_id, highest_sequence)"
         " VALUES (%(namespace)s, %(week_id)s, %(sequence)s) ON CONFLICT (namespace, week_id)"
         " DO UPDATE SET highest_sequence = greatest(w.highest_sequence, excluded.highest_sequence))"
-        f" INSERT INTO {s}.episodes ({', '.join(COLUMNS)}) VALUES ({values})",
-        row_values(namespace, episode),
+        f" INSERT INTO {s}.episodes ({', '.join(row)}) VALUES ({values})",
+        row,
     )
 
 
 def insert_before_approvals(conn: Any, namespace: str, episode: Any, schema: str = "idempotent_jobs") -> None:
     """Insert ``episode`` as schema versions 1 and 2 stored it (no ``approval`` column): for upgrade tests."""
-    from airflow_idempotent_jobs.stores.postgres._rows import row_values
-
-    values = row_values(namespace, episode)
-    del values["approval"]
+    values = row_as_of(namespace, episode, 2)
     columns = ", ".join(values)
     placeholders = ", ".join(
         f'%({name})s::"{schema}".submission_state' if name == "submission_state" else f"%({name})s" for name in values
@@ -130,7 +148,7 @@ def install_schema(url: str, version: int, episodes: list[Any] | None = None) ->
         conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('x'))")
         for item in episodes or []:
             episode = new_episode(WeekId.parse(item[0]), item[1], item[2], None) if isinstance(item, tuple) else item
-            insert_episode(conn, "default", episode)
+            insert_episode(conn, "default", episode, version=version)
 
 
 def spawn_together(target: Callable[..., None], args: list[tuple[Any, ...]], timeout: float) -> list[Any]:

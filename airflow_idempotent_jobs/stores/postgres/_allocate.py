@@ -1,4 +1,4 @@
-"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0005) and its answers.
+"""One allocation, one round trip: the call of ``<schema>.allocate_episode`` (migration 0006) and its answers.
 
 The rule runs in the server, so the namespace's advisory lock is held for the server's own work
 only, never across a network round trip. The call is one statement in autocommit: its own
@@ -33,7 +33,7 @@ from ._session import IDENTITY_RE
 
 __all__ = ["ANSWERS", "Allocated", "NeedsReadCommitted", "call", "call_sql", "row_deleted"]
 
-#: SQLSTATEs raised by ``allocate_episode`` (migrations 0004, 0005): several holders, another week,
+#: SQLSTATEs raised by ``allocate_episode`` (migrations 0004-0006): several holders, another week,
 #: another fingerprint, a week no sequence can follow, a call outside READ COMMITTED, and a key
 #: whose episode row was deleted (its tombstone).
 SEVERAL_HOLDERS: Final = "IJ005"

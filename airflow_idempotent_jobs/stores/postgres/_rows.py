@@ -25,6 +25,7 @@ __all__ = [
     "COLUMNS",
     "JSON_COLUMNS",
     "approval_value",
+    "effects_value",
     "episode_from_row",
     "episodes_table",
     "row_values",
@@ -56,14 +57,18 @@ def episodes_table(metadata: MetaData, state: ENUM) -> Table:
         Column("metadata", JSONB, nullable=False),
         Column("schema_version", Integer, nullable=False),
         Column("approval", JSONB),
+        Column("effects", JSONB),
     )
 
 
 #: Every column of ``episodes``, in table order.
 COLUMNS: Final = tuple(c.name for c in episodes_table(MetaData(), submission_state_type(None)).columns)
 #: The JSON columns of ``episodes``: read as text and parsed by `safe_json`, never by the driver.
-#: ``approval`` (version 3) is NULL for an episode nobody was asked about.
-JSON_COLUMNS: Final = ("submission", "metadata", "approval")
+#: ``approval`` (version 3) is NULL for an episode nobody was asked about, ``effects`` (version 6)
+#: for an episode none of whose effects began.
+JSON_COLUMNS: Final = ("submission", "metadata", "approval", "effects")
+#: The JSON columns that are NULL while the record has no such key.
+_OPTIONAL: Final = ("approval", "effects")
 #: Columns that hold a field of ``to_record()`` as it is (in table order, split around the timestamps).
 _PLAIN: Final = ("episode_id", "week_id", "sequence", "allocation_key", "fingerprint", "status")
 _PLAIN_TAIL: Final = ("created_at", "updated_at", "schema_version")
@@ -73,7 +78,7 @@ def episode_from_row(data: Mapping[Any, Any], where: str) -> Episode:
     """Validate one row of ``episodes`` (its JSON columns as text); anything off is `StoreCorrupted` at ``where``."""
     parsed: dict[str, Any] = {}
     for name in JSON_COLUMNS:
-        if data[name] is None and name == "approval":  # nobody was asked: the record has no approval
+        if data[name] is None and name in _OPTIONAL:  # the record has no such key
             continue
         try:
             parsed[name] = safe_json.loads(data[name])
@@ -89,15 +94,14 @@ def episode_from_row(data: Mapping[Any, Any], where: str) -> Episode:
     record = {"schema_version": data["schema_version"], **{k: data[k] for k in _PLAIN}}
     record.update(created_at=data["created_at"], updated_at=data["updated_at"])
     record.update(submission=submission, metadata=metadata)
-    if "approval" in parsed:
-        record["approval"] = parsed["approval"]
+    record.update({name: parsed[name] for name in _OPTIONAL if name in parsed})
     return Episode.from_record(record, where)
 
 
 def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
     """The parameters of one ``episodes`` row, one per `COLUMNS`: the fields of ``to_record()``, JSON as JSONB.
 
-    ``approval`` is NULL when the record has none, so such a record reads back without the key.
+    ``approval`` and ``effects`` are NULL when the record has none, so such a record reads back without the key.
     """
     record = episode.to_record()
     return {
@@ -108,9 +112,15 @@ def row_values(namespace: str, episode: Episode) -> dict[str, Any]:
         "metadata": Jsonb(record["metadata"]),
         "submission_state": episode.submission.state.value,
         "approval": approval_value(record),
+        "effects": effects_value(record),
     }
 
 
 def approval_value(record: Mapping[str, Any]) -> Jsonb | None:
     """A record's approval as the column holds it: NULL when the record has none."""
     return Jsonb(record["approval"]) if "approval" in record else None
+
+
+def effects_value(record: Mapping[str, Any]) -> Jsonb | None:
+    """A record's effects as the column holds them: NULL when the record has none."""
+    return Jsonb(record["effects"]) if "effects" in record else None

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Final
 
 from ._rows import COLUMNS, JSON_COLUMNS
 from ._schema import quote_schema
 
 __all__ = ["Statements", "statements"]
+
+#: The columns a replace never writes: the row's identity (a trigger keeps it, IJ002) and its creation time.
+_FIXED: Final = ("namespace", "episode_id", "week_id", "sequence", "allocation_key", "fingerprint", "created_at")
+#: What a replace writes: every other column.
+_REPLACED: Final = tuple(c for c in COLUMNS if c not in _FIXED)
 
 
 @dataclass(frozen=True)
@@ -41,9 +47,8 @@ def statements(schema: str) -> Statements:
     s = quote_schema(schema)
     read = ", ".join(f"{c}::text AS {c}" if c in JSON_COLUMNS else c for c in COLUMNS)
     select = f"SELECT {read} FROM {s}.episodes WHERE namespace = %(namespace)s"
-    kept = ("status", "updated_at", "submission_state", "submission", "metadata", "schema_version", "approval")
     assigned = ", ".join(
-        f"{c} = %({c})s::{s}.submission_state" if c == "submission_state" else f"{c} = %({c})s" for c in kept
+        f"{c} = %({c})s::{s}.submission_state" if c == "submission_state" else f"{c} = %({c})s" for c in _REPLACED
     )
     return Statements(
         episodes=select,
@@ -57,6 +62,7 @@ def statements(schema: str) -> Statements:
             f" AND submission_state = %(before_state)s::{s}.submission_state"
             " AND submission = %(before_submission)s AND status = %(before_status)s"
             " AND approval IS NOT DISTINCT FROM %(before_approval)s::jsonb"
+            " AND effects IS NOT DISTINCT FROM %(before_effects)s::jsonb"
             " RETURNING episode_id"
         ),
         identity=f"SELECT identity FROM {s}.store_identity WHERE namespace = %(namespace)s",

@@ -233,7 +233,7 @@ def test_both_rules_record_the_owner_and_refuse_another_dag_alike(pg_database: s
 
 
 def test_every_sqlstate_the_function_raises_has_an_answer() -> None:
-    """The function as the last migration that (re)defines it has it (0005: the tombstones, IJ010)."""
+    """The function as the last migration that (re)defines it has it (0006: the effects column; 0005 added IJ010)."""
     header = "FUNCTION {schema}.allocate_episode("
     text = [m.sql for m in pg_schema.MIGRATIONS if header in m.sql][-1]
     function = text[text.index(header) :]  # the function only, not the triggers before it

@@ -143,7 +143,7 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
     with psycopg.connect(empty_database, autocommit=True) as conn:  # written as a version 3 writer wrote
         conn.execute("INSERT INTO idempotent_jobs.store_identity (namespace, identity) VALUES ('default', md5('v3'))")
         for week, sequence, key in (("2026-W31", 0, "old-a"), ("2026-W32", 0, "old-b"), ("2026-W32", 1, "old-c")):
-            insert_episode(conn, "default", new_episode(WeekId.parse(week), sequence, key, "fp"))
+            insert_episode(conn, "default", new_episode(WeekId.parse(week), sequence, key, "fp"), version=3)
         conn.execute("UPDATE idempotent_jobs.weeks SET highest_sequence = 4 WHERE week_id = '2026-W32'")
     backend = PostgresBackend(empty_database)
     before = backend.snapshot()
@@ -151,9 +151,9 @@ def test_a_version_3_store_upgrades_to_4_in_place_and_its_data_allocates(empty_d
         retry = store.allocate("2026-W32", "old-c", "fp")  # the first write migrates
         assert (retry.episode_id, retry.reused) == ("2026-W32-1", True)
         after = backend.snapshot()
-        assert [k for k in after if k not in before] == ["schema_version/4", "schema_version/5"]
+        assert [k for k in after if k not in before] == ["schema_version/4", "schema_version/5", "schema_version/6"]
         assert {k: v for k, v in after.items() if k in before} == before  # every row of every table as it was
-        assert _versions(empty_database)[-2] == (4, "allocate_function")
+        assert _versions(empty_database)[3] == (4, "allocate_function")
         with pytest.raises(AllocationConflict, match="already allocated in 2026-W31"):
             store.allocate("2026-W32", "old-a", "fp")
         with pytest.raises(AllocationConflict, match="differs from the stored 'fp'"):
@@ -212,7 +212,7 @@ def test_a_version_4_store_upgrades_to_5_in_place_like_a_new_store(empty_databas
     before = backend.snapshot()
     with PostgresEpisodeStore(empty_database, schema="from_v4") as store:
         assert store.allocate("2026-W32", "c").reused  # the first write migrates
-        assert [k for k in backend.snapshot() if k not in before] == ["schema_version/5"]
+        assert [k for k in backend.snapshot() if k not in before] == ["schema_version/5", "schema_version/6"]
         assert {k: v for k, v in backend.snapshot().items() if k in before} == before
         [problem] = store.check([]).problems
         assert problem.where.endswith("[default/2026-W32-1]") and "no row and no tombstone" in problem.message
@@ -223,6 +223,7 @@ def test_a_version_4_store_upgrades_to_5_in_place_like_a_new_store(empty_databas
     with psycopg.connect(empty_database) as conn:
         fresh = _catalog(conn, "fresh")
         assert [t[:3] for t in fresh["triggers"] if t[1] != "episodes_guard_approval"] == [
+            ("episodes", "episodes_guard_effects", "A"),
             ("episodes", "episodes_guard_update", "A"),
             ("episodes", "episodes_refuse_truncate", "A"),
             ("episodes", "episodes_tombstone", "A"),
