@@ -25,6 +25,7 @@ __all__ = [
     "Effect",
     "EffectState",
     "effects_from_record",
+    "effects_kept",
     "effects_to_record",
     "validate_effect_name",
 ]
@@ -199,3 +200,20 @@ def effects_from_record(data: object) -> dict[str, Effect]:
         except ValueError as exc:
             raise ValueError(f"effect {name}: {exc}") from None
     return found
+
+
+def effects_kept(episode_id: str, before: Mapping[str, Effect], after: Mapping[str, Effect]) -> None:
+    """`IllegalTransition` unless ``after`` keeps every effect of ``before``, every ``done`` one as it
+    was, and each history as its start: every store's updates obey it (PostgreSQL's guard trigger
+    says the same to writers that bypass this code)."""
+    for name, old in before.items():
+        new = after.get(name)
+        what = f"effect {name}"
+        if new is None:
+            raise IllegalTransition(episode_id, old.state.value, "absent (an effect is never removed)", what=what)
+        if old.state is EffectState.DONE and new != old:
+            wanted = f"{new.state.value} (a done effect never changes)"
+            raise IllegalTransition(episode_id, "done", wanted, what=what)
+        if new.history[: len(old.history)] != old.history:
+            wanted = f"{new.state.value} (an effect's history only grows)"
+            raise IllegalTransition(episode_id, old.state.value, wanted, what=what)

@@ -242,12 +242,12 @@ class IllegalTransition(IdempotentJobsError):
 
 
 class NotReconcilable(IllegalTransition):
-    """Reconcile applies only to a submission in ``submitting`` (writer gone) or ``unknown``."""
+    """Reconcile applies only to a submission (or an effect: ``what``) whose writer is gone, or ``unknown``."""
 
-    def __init__(self, episode_id: str, current: str, reason: str) -> None:
-        super().__init__(episode_id, current, "reconciled")
+    def __init__(self, episode_id: str, current: str, reason: str, *, what: str = "a submission") -> None:
+        super().__init__(episode_id, current, "reconciled", what=what)
         self.reason = reason
-        self.args = (f"episode {episode_id}: cannot reconcile a submission in state {current}: {reason}",)
+        self.args = (f"episode {episode_id}: cannot reconcile {what} in state {current}: {reason}",)
 
 
 class DecisionConflict(IdempotentJobsError):

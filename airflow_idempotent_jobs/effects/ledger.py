@@ -335,7 +335,7 @@ class EffectLedger:
             effect = ep.effects.get(name)
             if effect != seen:
                 now = "gone" if effect is None else effect.state.value
-                raise NotReconcilable(eid, f"effect {name} {now}", "the record changed meanwhile; run again")
+                raise NotReconcilable(eid, now, "the record changed meanwhile; run again", what=f"effect {name}")
             settled: dict[str, Any] = {
                 "settled_by": settled_by,
                 "settled_at": self.clock().isoformat(),
@@ -357,13 +357,15 @@ class EffectLedger:
         ep = self.store.get(episode_id)
         effect = ep.effects.get(validate_effect_name(name))
         if effect is None:
-            raise NotReconcilable(ep.episode_id, f"effect {name} absent", "the episode has no effect of that name")
+            raise NotReconcilable(
+                ep.episode_id, "absent", "the episode has no effect of that name", what=f"effect {name}"
+            )
         if effect.state not in (_E.PENDING, _E.UNKNOWN):
             reason = "only an unknown effect (or a pending one whose runner is gone) can be settled"
-            raise NotReconcilable(ep.episode_id, f"effect {name} {effect.state.value}", reason)
+            raise NotReconcilable(ep.episode_id, effect.state.value, reason, what=f"effect {name}")
         if effect.state is _E.PENDING and self._claim_alive(ep.episode_id, name, effect):
             reason = f"its runner {effect.claimed_by} is still running"
-            raise NotReconcilable(ep.episode_id, f"effect {name} pending", reason)
+            raise NotReconcilable(ep.episode_id, "pending", reason, what=f"effect {name}")
         return effect
 
     # -- records ---------------------------------------------------------------------------------

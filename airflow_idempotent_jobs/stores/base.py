@@ -10,6 +10,7 @@ from typing import Protocol, Union, runtime_checkable
 
 from .. import approval
 from ..allocation import checked_owner, decide, new_episode, sole_holder
+from ..effect import effects_kept
 from ..episode import Decision, Episode
 from ..errors import EpisodeNotFound, StoreMissing, StoreOutdated
 from ..identity import EpisodeId, WeekId, validate_allocation_key, validate_fingerprint
@@ -248,6 +249,7 @@ class EpisodeStore(abc.ABC):
             if after.metadata.get(OWNER_KEY, _ABSENT) != before.metadata.get(OWNER_KEY, _ABSENT):
                 raise ValueError("update must not add, change or drop the owner recorded at allocation")
             approval.kept(before, after)
+            effects_kept(before.episode_id, before.effects, after.effects)
             if after != before:
                 session.replace(before, after)
             return after

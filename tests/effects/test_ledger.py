@@ -314,3 +314,33 @@ def test_a_planted_record_with_10_000_effects_is_refused_on_read_not_loaded(tmp_
         store.get(eid)
     message = str(raised.value)
     assert "10000 effects, more than 1000" in message and "\n" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("how", ["dropped", "done changed", "history rewritten"])
+def test_an_update_that_drops_or_rewrites_an_effect_is_refused_on_both_stores(
+    backend: Backend, store: EpisodeStore, episode_id: str, how: str
+) -> None:
+    """The store's own rule (PostgreSQL's trigger says the same to writers that bypass it)."""
+    import dataclasses
+
+    from airflow_idempotent_jobs.errors import IllegalTransition
+
+    ledger = EffectLedger(store)
+    ledger.run(episode_id, "publish", lambda token: {"ref": "r1"})
+    with pytest.raises(EffectStateUnknown):
+        ledger.run(episode_id, "notify", failing(Sink(Path(os.devnull)), OSError()))
+
+    def change(ep: Any) -> Any:
+        effects = dict(ep.effects)
+        if how == "dropped":
+            del effects["notify"]
+        elif how == "done changed":
+            effects["publish"] = dataclasses.replace(effects["publish"], result={"ref": "forged"})
+        else:
+            effects["notify"] = dataclasses.replace(effects["notify"], history=effects["notify"].history[1:])
+        return dataclasses.replace(ep, effects=effects)
+
+    before = backend.snapshot()
+    with pytest.raises(IllegalTransition, match=r"effect (publish|notify) cannot go"):
+        store.update(episode_id, change)
+    assert backend.snapshot() == before

@@ -201,7 +201,11 @@ def test_the_store_reports_the_guard_and_a_stale_read_as_illegal_transition(pg_d
         }
         for message, change in changes.items():
             with pytest.raises(IllegalTransition) as caught:
-                store.update(eid, change)
+                store.update(eid, change)  # the store's own rule (`effect.effects_kept`) refuses it first
+            assert str(caught.value) == f"episode {eid}: {message}" and caught.value.__cause__ is None
+            # A writer that skips that rule (an earlier release) reaches the database's guard: the same error.
+            with store._session() as session, pytest.raises(IllegalTransition) as caught:
+                session.replace(recorded, change(recorded))
             assert str(caught.value) == f"episode {eid}: {message}"
             assert caught.value.exit_code == 3 and not caught.value.retryable
             cause = caught.value.__cause__
