@@ -130,9 +130,9 @@ def effect_reconcile_command(episode: Episode, name: str) -> str:
 def effect_attention(
     episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAULT_CLAIM_LEASE
 ) -> list[dict[str, Any]]:
-    """The "needs attention" entries of the episode's effects, in the order they began."""
+    """The "needs attention" entries of the episode's effects, by name (stores keep no order of their own)."""
     entries = []
-    for name, effect in episode.effects.items():
+    for name, effect in sorted(episode.effects.items()):
         entry = _effect_entry(episode, name, effect, now, claim_lease)
         if entry is not None:
             entries.append(entry)

@@ -21,8 +21,8 @@ import pytest
 from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.effects import EffectLedger, EffectNotDone, EffectState, EffectStateUnknown
 from tests.backends import Backend, FileBackend
-from tests.cli.effect_target import ECHO, TOKEN, Answer, EffectTarget, json_answer
 from tests.clirun import CHILD_TIMEOUT, run_cli
+from tests.effect_target import ECHO, TOKEN, Answer, EffectTarget, json_answer
 from tests.paid.support import wait_until
 
 WEEK = "2026-W32"
