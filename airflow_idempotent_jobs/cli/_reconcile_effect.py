@@ -24,7 +24,7 @@ from ._settling import check_word, credential, settler
 if TYPE_CHECKING:
     from ..effects.http_lookup import HttpEffectLookup, HttpEffectLookupConfig
 
-__all__ = ["EFFECT_ONLY", "PAID_ONLY", "reconcile_effect"]
+__all__ = ["EFFECT_ONLY", "PAID_ONLY", "given_flags", "reconcile_effect"]
 
 #: (flag, argparse dest) of the options that settle an effect only.
 EFFECT_ONLY: Final = (
@@ -86,7 +86,7 @@ def reconcile_effect(args: argparse.Namespace) -> int:
 
 def _checked(args: argparse.Namespace) -> HttpEffectLookupConfig | None:
     """Every argument checked; the lookup's config when one is asked for."""
-    given = [flag for flag, dest in PAID_ONLY if getattr(args, dest) not in (None, False)]
+    given = given_flags(args, PAID_ONLY)
     if given:
         raise CliError(
             f"{given[0]} settles a paid submission: not with --effect (use --done, --not-done or --lookup-url)"
@@ -106,6 +106,11 @@ def _checked(args: argparse.Namespace) -> HttpEffectLookupConfig | None:
         return HttpEffectLookupConfig(args.lookup_url, no_effect_status=args.no_effect_status, ref_path=args.ref_path)
     except InvalidConfiguration as exc:
         raise CliError(f"{_FLAGS.get(exc.field, exc.field)} {exc.reason}") from None
+
+
+def given_flags(args: argparse.Namespace, options: tuple[tuple[str, str], ...]) -> list[str]:
+    """The flags of ``options`` given on the command line (0 is given: only None and an unset switch are not)."""
+    return [flag for flag, dest in options if getattr(args, dest) is not None and getattr(args, dest) is not False]
 
 
 def _lookup(config: HttpEffectLookupConfig) -> HttpEffectLookup:

@@ -17,7 +17,7 @@ from .. import safe_json
 from ..errors import NotReconcilable
 from ..paid.ledger import SubmissionLedger
 from ._common import EXIT, CliError, open_cli_store, print_json
-from ._reconcile_effect import EFFECT_ONLY, reconcile_effect
+from ._reconcile_effect import EFFECT_ONLY, given_flags, reconcile_effect
 from ._settling import TOKEN_ENV, check_word, credential, settler
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def register(commands: Any) -> None:
 def _reconcile(args: argparse.Namespace) -> int:
     if args.effect is not None:
         return reconcile_effect(args)
-    given = [flag for flag, dest in EFFECT_ONLY if getattr(args, dest) not in (None, False)]
+    given = given_flags(args, EFFECT_ONLY)
     if given:
         raise CliError(f"{given[0]} goes with --effect NAME (it settles an effect, not the paid submission)")
     by_word = args.remote_ref is not None or args.not_submitted

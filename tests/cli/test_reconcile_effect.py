@@ -259,6 +259,8 @@ def test_refusals_change_nothing_and_send_nothing(
         (2, [eid, "--effect", NAME, "--done", "r", "--not-submitted"], "--not-submitted settles a paid submission"),
         (2, [eid, "--effect", NAME, "--done", "r", "--provider-url", target.url], "--provider-url settles a paid"),
         (2, [eid, "--effect", NAME, *lookup, "--no-job-status", "404"], "--no-job-status settles a paid"),
+        (2, [eid, "--effect", NAME, *lookup, "--no-job-status", "0"], "--no-job-status settles a paid"),
+        (2, [eid, "--remote-ref", "r", "--no-effect-status", "0"], "--no-effect-status goes with --effect NAME"),
         (2, [eid, "--done", "r"], "--done goes with --effect NAME"),
         (2, [eid, "--not-done"], "--not-done goes with --effect NAME"),
         (2, [eid, "--remote-ref", "r", "--comment", "c"], "--comment goes with --effect NAME"),
