@@ -1,46 +1,32 @@
 """``show`` and ``report`` say what the episodes' effects are, through the real command.
 
-File store only: the PostgreSQL store does not persist effects yet (widen to the ``backend``
-fixture once it does).
+On both stores, effects made by the real ledger (`tests.effects_scenario`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.operations import week_view
-from tests.backends import FileBackend
+from tests.backends import Backend
 from tests.clirun import run_cli
 from tests.effects_scenario import WEEK, EffectsScenario, build_effects
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> FileBackend:
-    return FileBackend(tmp_path / "store")
+def scenario(store: EpisodeStore) -> EffectsScenario:
+    return build_effects(store, dt.datetime.now(dt.timezone.utc))
 
 
-@pytest.fixture
-def fx_store(files: FileBackend) -> Iterator[EpisodeStore]:
-    with files.open() as store:
-        yield store
-
-
-@pytest.fixture
-def scenario(fx_store: EpisodeStore) -> EffectsScenario:
-    return build_effects(fx_store, dt.datetime.now(dt.timezone.utc))
-
-
-def test_show_prints_each_effect(files: FileBackend, fx_store: EpisodeStore, scenario: EffectsScenario) -> None:
-    done = run_cli("--store", files.url, "show", scenario.settled)
+def test_show_prints_each_effect(backend: Backend, store: EpisodeStore, scenario: EffectsScenario) -> None:
+    done = run_cli("--store", backend.url, "show", scenario.settled)
     assert (done.code, done.stderr) == (0, "")
     shown = json.loads(done.stdout)
-    assert shown == fx_store.get(scenario.settled).to_dict()
+    assert shown == store.get(scenario.settled).to_dict()
     publish, notify = shown["effects"]["publish"], shown["effects"]["notify:slack"]
     assert (publish["state"], publish["attempts"], publish["result"]["ref"]) == ("done", 1, "post-1")
     assert (notify["state"], notify["attempts"], notify["result"], notify["error"]) == (
@@ -50,12 +36,12 @@ def test_show_prints_each_effect(files: FileBackend, fx_store: EpisodeStore, sce
         "the target said 400",
     )
     assert publish["token"] != notify["token"]
-    plain = json.loads(run_cli("--store", files.url, "show", scenario.plain).stdout)
+    plain = json.loads(run_cli("--store", backend.url, "show", scenario.plain).stdout)
     assert plain["effects"] == {}  # the key is always there, empty until an effect begins
 
 
-def test_text_report_counts_effects_and_names_their_commands(files: FileBackend, scenario: EffectsScenario) -> None:
-    done = run_cli("--store", files.url, "report", "--week", WEEK)
+def test_text_report_counts_effects_and_names_their_commands(backend: Backend, scenario: EffectsScenario) -> None:
+    done = run_cli("--store", backend.url, "report", "--week", WEEK)
     assert (done.code, done.stderr) == (0, "")
     week = done.stdout
     assert "  decision:   none 6\n  effect:     pending 3, done 1, failed 1, unknown 1\n" in week
@@ -63,17 +49,15 @@ def test_text_report_counts_effects_and_names_their_commands(files: FileBackend,
     assert f"    {scenario.unknown}  effect publish unknown since " in week
     assert f"      idempotent-jobs reconcile {scenario.unknown} --effect publish\n" in week
     assert f"      idempotent-jobs reconcile {scenario.stale} --effect 'publish[3]'\n" in week
-    empty = run_cli("--store", files.url, "report", "--week", "2026-W33").stdout
+    empty = run_cli("--store", backend.url, "report", "--week", "2026-W33").stdout
     assert "  effect:     -\n" in empty and empty.endswith("  needs attention: nothing\n")
 
 
-def test_json_report_is_the_read_models_week(
-    files: FileBackend, fx_store: EpisodeStore, scenario: EffectsScenario
-) -> None:
-    done = run_cli("--store", files.url, "report", "--week", WEEK, "--json")
+def test_json_report_is_the_read_models_week(backend: Backend, store: EpisodeStore, scenario: EffectsScenario) -> None:
+    done = run_cli("--store", backend.url, "report", "--week", WEEK, "--json")
     assert done.code == 0, done.stderr
     week = json.loads(done.stdout)
     assert week["counts"]["effect"] == {"pending": 3, "done": 1, "failed": 1, "unknown": 1}
-    expected = week_view(fx_store, WEEK, budget=None, now=dt.datetime.now(dt.timezone.utc))
+    expected = week_view(store, WEEK, budget=None, now=dt.datetime.now(dt.timezone.utc))
     assert week["counts"] == expected["counts"]
     assert [a["command"] for a in week["attention"]] == [a["command"] for a in expected["attention"]]

@@ -1,9 +1,9 @@
 """``idempotent-jobs reconcile ID --effect NAME`` as a real process, against a real HTTP target.
 
 Unknown effects are made by the real ledger (`EffectLedger.run` with a body that raises); a live
-runner and a dead one are real child processes (the dead one SIGKILLed in its body). Effects are
-persisted by the file store; the PostgreSQL store does not persist them yet, so only the refusals
-that need no effect run on both backends (`test_refusals_on_both_backends`).
+runner and a dead one are real child processes (the dead one SIGKILLed in its body). Every test
+runs on both stores; "nothing changed" is both the store's bytes (`Backend.snapshot`) and the
+records read back (`Episode.to_record`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.effects import EffectLedger, EffectNotDone, EffectState, EffectStateUnknown
-from tests.backends import Backend, FileBackend
-from tests.clirun import CHILD_TIMEOUT, run_cli
+from tests.backends import Backend
+from tests.clirun import CHILD_TIMEOUT
 from tests.effect_target import ECHO, TOKEN, Answer, EffectTarget, json_answer
 from tests.paid.support import wait_until
 
@@ -33,17 +33,6 @@ NAME = "publish"
 def target() -> Iterator[EffectTarget]:
     with EffectTarget() as running:
         yield running
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> FileBackend:
-    return FileBackend(tmp_path / "store")
-
-
-@pytest.fixture
-def fx_store(files: FileBackend) -> Iterator[EpisodeStore]:
-    with files.open() as store:
-        yield store
 
 
 def _unknown(store: EpisodeStore, key: str = "k", name: str = NAME) -> str:
@@ -68,10 +57,10 @@ def _env(credential: str | None = TOKEN, **extra: str) -> dict[str, str]:
 
 
 def _reconcile(
-    files: Backend, eid: str, *args: str, env: dict[str, str] | None = None
+    backend: Backend, eid: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "airflow_idempotent_jobs", "--store", files.url, "reconcile", eid, *args],
+        [sys.executable, "-m", "airflow_idempotent_jobs", "--store", backend.url, "reconcile", eid, *args],
         capture_output=True,
         text=True,
         env=_env() if env is None else env,
@@ -94,11 +83,11 @@ class Counted:
 # -- the three ways --------------------------------------------------------------------------------
 
 
-def test_done_records_the_reference_and_the_next_run_runs_nothing(files: FileBackend, fx_store: EpisodeStore) -> None:
-    eid = _unknown(fx_store)
-    done = _reconcile(files, eid, "--effect", NAME, "--done", "post-17", "--by", "alice", "--comment", "seen live")
+def test_done_records_the_reference_and_the_next_run_runs_nothing(backend: Backend, store: EpisodeStore) -> None:
+    eid = _unknown(store)
+    done = _reconcile(backend, eid, "--effect", NAME, "--done", "post-17", "--by", "alice", "--comment", "seen live")
     assert done.returncode == 0, done.stderr
-    effect = fx_store.get(eid).effects[NAME]
+    effect = store.get(eid).effects[NAME]
     assert (effect.state, effect.result, effect.settled_by) == (EffectState.DONE, {"ref": "post-17"}, "alice")
     assert effect.settled_how == "operator: done, reference given (seen live)"
     assert effect.settled_at and effect.history[-1]["to"] == "done"
@@ -108,33 +97,33 @@ def test_done_records_the_reference_and_the_next_run_runs_nothing(files: FileBac
         f"settled {eid} effect {NAME}: done (operator: done, reference given (seen live); by alice at "
     )
     body = Counted()
-    run = EffectLedger(fx_store).run(eid, NAME, body)
+    run = EffectLedger(store).run(eid, NAME, body)
     assert (run.ran, run.result, body.tokens) == (False, {"ref": "post-17"}, [])
 
 
-def test_not_done_then_the_next_run_runs_it_once(files: FileBackend, fx_store: EpisodeStore) -> None:
-    eid = _unknown(fx_store)
-    done = _reconcile(files, eid, "--effect", NAME, "--not-done", env=_env(USER="bob"))
+def test_not_done_then_the_next_run_runs_it_once(backend: Backend, store: EpisodeStore) -> None:
+    eid = _unknown(store)
+    done = _reconcile(backend, eid, "--effect", NAME, "--not-done", env=_env(USER="bob"))
     assert done.returncode == 0, done.stderr
-    effect = fx_store.get(eid).effects[NAME]
+    effect = store.get(eid).effects[NAME]
     assert (effect.state, effect.settled_how) == (EffectState.FAILED, "operator: not done")
     assert effect.settled_by is not None and effect.settled_by.startswith("bob@")
-    body, ledger = Counted(), EffectLedger(fx_store)
+    body, ledger = Counted(), EffectLedger(store)
     assert ledger.run(eid, NAME, body).ran
     assert not ledger.run(eid, NAME, body).ran
     assert body.tokens == [effect.token]  # once, with the effect's own token
-    assert fx_store.get(eid).effects[NAME].state is EffectState.DONE
+    assert store.get(eid).effects[NAME].state is EffectState.DONE
 
 
 @pytest.mark.parametrize("ref_path", [None, "post.id"])
-def test_lookup_found(files: FileBackend, fx_store: EpisodeStore, target: EffectTarget, ref_path: str | None) -> None:
-    eid = _unknown(fx_store)
-    token = fx_store.get(eid).effects[NAME].token
+def test_lookup_found(backend: Backend, store: EpisodeStore, target: EffectTarget, ref_path: str | None) -> None:
+    eid = _unknown(store)
+    token = store.get(eid).effects[NAME].token
     target.answer(token, json_answer(200, {"post": {"id": "post-9", "url": "https://example.invalid/9"}}))
     extra = ["--ref-path", ref_path] if ref_path else []
-    done = _reconcile(files, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", *extra)
+    done = _reconcile(backend, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", *extra)
     assert done.returncode == 0, done.stderr
-    effect = fx_store.get(eid).effects[NAME]
+    effect = store.get(eid).effects[NAME]
     expected = {"ref": "post-9"} if ref_path else {"post": {"id": "post-9", "url": "https://example.invalid/9"}}
     assert (effect.state, effect.result, effect.settled_how) == (
         EffectState.DONE,
@@ -145,33 +134,29 @@ def test_lookup_found(files: FileBackend, fx_store: EpisodeStore, target: Effect
     assert json.loads(done.stdout)["effects"][NAME]["state"] == "done"
 
 
-def test_lookup_not_found_runs_it_once_next_time(
-    files: FileBackend, fx_store: EpisodeStore, target: EffectTarget
-) -> None:
-    eid = _unknown(fx_store, name="notify:slack")
+def test_lookup_not_found_runs_it_once_next_time(backend: Backend, store: EpisodeStore, target: EffectTarget) -> None:
+    eid = _unknown(store, name="notify:slack")
     url = target.url + "/search?token={token}&kind=post"
-    done = _reconcile(files, eid, "--effect", "notify:slack", "--lookup-url", url, "--no-effect-status", "404")
+    done = _reconcile(backend, eid, "--effect", "notify:slack", "--lookup-url", url, "--no-effect-status", "404")
     assert done.returncode == 0, done.stderr
-    effect = fx_store.get(eid).effects["notify:slack"]
+    effect = store.get(eid).effects["notify:slack"]
     assert (effect.state, effect.settled_how) == (EffectState.FAILED, "token lookup: nothing for the token")
     (seen,) = target.requests()
     assert seen["token"] == effect.token and seen["path"] == f"/search?token={effect.token}&kind=post"
     body = Counted()
-    assert EffectLedger(fx_store).run(eid, "notify:slack", body).ran and len(body.tokens) == 1
+    assert EffectLedger(store).run(eid, "notify:slack", body).ran and len(body.tokens) == 1
 
 
-def test_a_mapped_effect_and_a_numeric_reference(
-    files: FileBackend, fx_store: EpisodeStore, target: EffectTarget
-) -> None:
+def test_a_mapped_effect_and_a_numeric_reference(backend: Backend, store: EpisodeStore, target: EffectTarget) -> None:
     """``publish[3]`` is a name like any other; an integer reference is recorded as its text, as a job id is."""
-    eid = _unknown(fx_store, name="publish[3]")
-    token = fx_store.get(eid).effects["publish[3]"].token
+    eid = _unknown(store, name="publish[3]")
+    token = store.get(eid).effects["publish[3]"].token
     target.answer(token, json_answer(200, {"id": 3}))
     done = _reconcile(
-        files, eid, "--effect", "publish[3]", "--lookup-url", target.url + "/p/{token}", "--ref-path", "id"
+        backend, eid, "--effect", "publish[3]", "--lookup-url", target.url + "/p/{token}", "--ref-path", "id"
     )
     assert done.returncode == 0, done.stderr
-    assert fx_store.get(eid).effects["publish[3]"].result == {"ref": "3"}
+    assert store.get(eid).effects["publish[3]"].result == {"ref": "3"}
 
 
 # -- a lookup that proves nothing --------------------------------------------------------------------
@@ -192,13 +177,13 @@ UNPROVEN = {
 
 @pytest.mark.parametrize("case", sorted(UNPROVEN))
 def test_a_lookup_that_proves_nothing_records_nothing(
-    files: FileBackend, fx_store: EpisodeStore, target: EffectTarget, case: str
+    backend: Backend, store: EpisodeStore, target: EffectTarget, case: str
 ) -> None:
     extra, answer, said = UNPROVEN[case]
-    eid = _unknown(fx_store)
-    target.answer(fx_store.get(eid).effects[NAME].token, answer)
-    before = files.snapshot()
-    done = _reconcile(files, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", *extra)
+    eid = _unknown(store)
+    target.answer(store.get(eid).effects[NAME].token, answer)
+    before, record = backend.snapshot(), store.get(eid).to_record()
+    done = _reconcile(backend, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", *extra)
     assert done.returncode == 5, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"idempotent-jobs: error: episode {eid}: effect {NAME} is still unknown, nothing recorded: ")
@@ -206,43 +191,41 @@ def test_a_lookup_that_proves_nothing_records_nothing(
     assert TOKEN not in done.stderr  # the credential, echoed by the 500, is redacted
     if case.startswith("500"):
         assert "<redacted>" in line
-    assert files.snapshot() == before
+    assert (backend.snapshot(), store.get(eid).to_record()) == (before, record)
     assert len(target.requests()) == 1
 
 
-def test_an_unreachable_target_records_nothing(files: FileBackend, fx_store: EpisodeStore) -> None:
-    eid = _unknown(fx_store)
-    before = files.snapshot()
+def test_an_unreachable_target_records_nothing(backend: Backend, store: EpisodeStore) -> None:
+    eid = _unknown(store)
+    before = backend.snapshot()
     with EffectTarget() as gone:
         url = gone.url + "/posts/{token}"  # a port that was listening, closed now
-    done = _reconcile(files, eid, "--effect", NAME, "--lookup-url", url, "--no-effect-status", "404")
+    done = _reconcile(backend, eid, "--effect", NAME, "--lookup-url", url, "--no-effect-status", "404")
     assert done.returncode == 5, done.stderr
     assert "is still unknown, nothing recorded" in done.stderr and "not reachable" in done.stderr
-    assert files.snapshot() == before
+    assert backend.snapshot() == before
 
 
-def test_a_wrong_credential_is_not_a_proof(files: FileBackend, fx_store: EpisodeStore, target: EffectTarget) -> None:
+def test_a_wrong_credential_is_not_a_proof(backend: Backend, store: EpisodeStore, target: EffectTarget) -> None:
     """The target answers 401 and echoes the header it got: nothing settles, the credential stays hidden."""
-    eid = _unknown(fx_store)
+    eid = _unknown(store)
     wrong = "wrong-credential-5e8d1c0a9b"
     done = _reconcile(
-        files, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", "--no-effect-status", "404",
+        backend, eid, "--effect", NAME, "--lookup-url", target.url + "/posts/{token}", "--no-effect-status", "404",
         env=_env(wrong),
     )  # fmt: skip
     assert done.returncode == 5 and "HTTP 401" in done.stderr, done.stderr
     assert wrong not in done.stderr and "<redacted>" in done.stderr
-    assert fx_store.get(eid).effects[NAME].state is EffectState.UNKNOWN
+    assert store.get(eid).effects[NAME].state is EffectState.UNKNOWN
 
 
 # -- refusals: one line, nothing changed, nothing sent -------------------------------------------------
 
 
-def test_refusals_change_nothing_and_send_nothing(
-    files: FileBackend, fx_store: EpisodeStore, target: EffectTarget
-) -> None:
-    eid = _unknown(fx_store)
-    settled = fx_store.allocate(WEEK, "settled").episode_id
-    EffectLedger(fx_store).run(settled, NAME, Counted())
+def test_refusals_change_nothing_and_send_nothing(backend: Backend, store: EpisodeStore, target: EffectTarget) -> None:
+    eid = _unknown(store)
+    settled = store.allocate(WEEK, "settled").episode_id
+    EffectLedger(store).run(settled, NAME, Counted())
     url = target.url + "/posts/{token}"
     lookup = ["--lookup-url", url]
     cases: list[tuple[int, list[str], str]] = [
@@ -284,39 +267,21 @@ def test_refusals_change_nothing_and_send_nothing(
         (2, [eid, "--effect", NAME, "--lookup-url", "http://{token}.example.invalid/p"], "not in its host"),
         (2, [eid, "--effect", NAME, "--lookup-url", "http://u:pw@example.invalid/{token}"], "credentials"),
     ]
-    before = files.snapshot()
+    before, records = backend.snapshot(), {e: store.get(e).to_record() for e in (eid, settled)}
     for code, args, message in cases:
-        done = _reconcile(files, *args)
+        done = _reconcile(backend, *args)
         assert (done.returncode, message in done.stderr) == (code, True), (args, done.stderr)
         assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, (args, done.stderr)
         assert done.stdout == "", args
-    no_credential = _reconcile(files, eid, "--effect", NAME, *lookup, env=_env(None))
+    no_credential = _reconcile(backend, eid, "--effect", NAME, *lookup, env=_env(None))
     assert no_credential.returncode == 2 and "IDEMPOTENT_JOBS_PROVIDER_TOKEN" in no_credential.stderr
-    unknown_first = _reconcile(files, "2026-W32-9", "--effect", NAME, *lookup, env=_env(None))
+    unknown_first = _reconcile(backend, "2026-W32-9", "--effect", NAME, *lookup, env=_env(None))
     assert unknown_first.returncode == 4, "the episode is loaded before the credential is looked for"
-    done_first = _reconcile(files, settled, "--effect", NAME, *lookup, env=_env(None))
+    done_first = _reconcile(backend, settled, "--effect", NAME, *lookup, env=_env(None))
     assert done_first.returncode == 3, "the effect is checked before the credential is looked for"
     assert target.requests() == []
-    assert files.snapshot() == before
-
-
-def test_refusals_on_both_backends(backend: Backend, store: EpisodeStore) -> None:
-    """What needs no effect run: an absent effect and bad usage are refused alike on every store."""
-    eid = store.allocate(WEEK, "k").episode_id
-    record = store.get(eid).to_record()
-    before = backend.snapshot()
-    env = _env(None)
-    for code, args, message in [
-        (3, ["--effect", NAME, "--done", "r"], f"cannot reconcile effect {NAME} (absent)"),
-        (3, ["--effect", NAME, "--lookup-url", "http://127.0.0.1:9/{token}"], "(absent)"),
-        (2, ["--effect", NAME, "--done", "r", "--not-done"], "not allowed with"),
-        (2, ["--effect", NAME, "--remote-ref", "r"], "--remote-ref settles a paid submission"),
-        (2, ["--effect", NAME, "--lookup-url", "ftp://x/{token}"], "--lookup-url must be an http"),
-    ]:
-        done = run_cli("--store", backend.url, "reconcile", eid, *args, env=env)
-        assert (done.code, message in done.error_line()) == (code, True), (args, done.stderr)
-    assert store.get(eid).to_record() == record
     assert backend.snapshot() == before
+    assert {e: store.get(e).to_record() for e in (eid, settled)} == records
 
 
 # -- runners: a live one is never raced, a dead one's intent is settled ------------------------------
@@ -340,41 +305,41 @@ with open_store(store_path) as store:
 """
 
 
-def _runner(files: FileBackend, eid: str, gate: Path) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", RUNNER, files.url, eid, NAME, str(gate)], text=True)
+def _runner(backend: Backend, eid: str, gate: Path) -> subprocess.Popen[str]:
+    child = subprocess.Popen([sys.executable, "-c", RUNNER, backend.url, eid, NAME, str(gate)], text=True)
     wait_until(lambda: Path(str(gate) + ".started").exists(), timeout=CHILD_TIMEOUT, what="the runner's body")
     return child
 
 
-def test_a_live_runner_is_never_raced(tmp_path: Path, files: FileBackend, fx_store: EpisodeStore) -> None:
-    eid = fx_store.allocate(WEEK, "k").episode_id
+def test_a_live_runner_is_never_raced(tmp_path: Path, backend: Backend, store: EpisodeStore) -> None:
+    eid = store.allocate(WEEK, "k").episode_id
     gate = tmp_path / "gate"
-    child = _runner(files, eid, gate)
+    child = _runner(backend, eid, gate)
     try:
-        assert fx_store.get(eid).effects[NAME].state is EffectState.PENDING
-        before = files.snapshot()
+        assert store.get(eid).effects[NAME].state is EffectState.PENDING
+        before = backend.snapshot()
         for way in (["--done", "r"], ["--not-done"]):
-            refused = _reconcile(files, eid, "--effect", NAME, *way)
+            refused = _reconcile(backend, eid, "--effect", NAME, *way)
             assert refused.returncode == 3, refused.stderr
             assert f"cannot reconcile effect {NAME} (pending): its runner " in refused.stderr
             assert "is still running" in refused.stderr
-        assert files.snapshot() == before
+        assert backend.snapshot() == before
     finally:
         gate.touch()
         assert child.wait(timeout=CHILD_TIMEOUT) == 0
-    effect = fx_store.get(eid).effects[NAME]
+    effect = store.get(eid).effects[NAME]
     assert (effect.state, effect.result, effect.attempts) == (EffectState.DONE, {"ref": "posted-by-runner"}, 1)
 
 
-def test_a_killed_runners_intent_is_settled(tmp_path: Path, files: FileBackend, fx_store: EpisodeStore) -> None:
-    eid = fx_store.allocate(WEEK, "k").episode_id
-    child = _runner(files, eid, tmp_path / "gate")
+def test_a_killed_runners_intent_is_settled(tmp_path: Path, backend: Backend, store: EpisodeStore) -> None:
+    eid = store.allocate(WEEK, "k").episode_id
+    child = _runner(backend, eid, tmp_path / "gate")
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(timeout=CHILD_TIMEOUT) == -signal.SIGKILL
-    assert fx_store.get(eid).effects[NAME].state is EffectState.PENDING
-    done = _reconcile(files, eid, "--effect", NAME, "--done", "post-seen-on-site", "--by", "carol")
+    assert store.get(eid).effects[NAME].state is EffectState.PENDING
+    done = _reconcile(backend, eid, "--effect", NAME, "--done", "post-seen-on-site", "--by", "carol")
     assert done.returncode == 0, done.stderr
-    effect = fx_store.get(eid).effects[NAME]
+    effect = store.get(eid).effects[NAME]
     assert [(h["from"], h["to"]) for h in effect.history] == [
         (None, "pending"),
         ("pending", "unknown"),
@@ -383,14 +348,14 @@ def test_a_killed_runners_intent_is_settled(tmp_path: Path, files: FileBackend, 
     assert (effect.result, effect.settled_by) == ({"ref": "post-seen-on-site"}, "carol")
 
 
-def test_a_body_that_says_not_done_needs_no_reconcile(files: FileBackend, fx_store: EpisodeStore) -> None:
+def test_a_body_that_says_not_done_needs_no_reconcile(backend: Backend, store: EpisodeStore) -> None:
     """``failed`` is known, not unknown: reconcile refuses it (the next run runs it)."""
-    eid = fx_store.allocate(WEEK, "k").episode_id
+    eid = store.allocate(WEEK, "k").episode_id
 
     def refused(token: str) -> None:
         raise EffectNotDone("the target said 400: nothing posted")
 
     with pytest.raises(EffectNotDone):
-        EffectLedger(fx_store).run(eid, NAME, refused)
-    done = _reconcile(files, eid, "--effect", NAME, "--done", "r")
+        EffectLedger(store).run(eid, NAME, refused)
+    done = _reconcile(backend, eid, "--effect", NAME, "--done", "r")
     assert done.returncode == 3 and f"effect {NAME} (failed)" in done.stderr, done.stderr

@@ -1,16 +1,15 @@
 """`HttpEffectLookup` as the ledger's lookup (capability ``lookup``), against a real HTTP target.
 
-File store only: the PostgreSQL store does not persist effects yet.
+On both stores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from airflow_idempotent_jobs import EpisodeStore, open_store
+from airflow_idempotent_jobs import EpisodeStore
 from airflow_idempotent_jobs.effects import EffectLedger, EffectState, EffectStateUnknown
 from airflow_idempotent_jobs.effects.http_lookup import HttpEffectLookup, HttpEffectLookupConfig
 from airflow_idempotent_jobs.errors import InvalidConfiguration, ProviderOutcomeUnknown
@@ -21,12 +20,6 @@ from tests.effect_target import ECHO, TOKEN, EffectTarget, json_answer
 def target() -> Iterator[EffectTarget]:
     with EffectTarget() as running:
         yield running
-
-
-@pytest.fixture
-def fx_store(tmp_path: Path) -> Iterator[EpisodeStore]:
-    with open_store(tmp_path / "store") as store:
-        yield store
 
 
 def _lookup(target: EffectTarget, **options: object) -> HttpEffectLookup:
@@ -54,33 +47,31 @@ class Counted:
         return "posted"
 
 
-def test_a_retry_adopts_what_the_lookup_found(fx_store: EpisodeStore, target: EffectTarget) -> None:
-    eid, token = _unknown(fx_store)
+def test_a_retry_adopts_what_the_lookup_found(store: EpisodeStore, target: EffectTarget) -> None:
+    eid, token = _unknown(store)
     target.answer(token, json_answer(200, {"id": "post-4", "echo": ECHO}))
     body = Counted()
-    run = EffectLedger(fx_store).run(eid, "publish", body, capability="lookup", lookup=_lookup(target))
+    run = EffectLedger(store).run(eid, "publish", body, capability="lookup", lookup=_lookup(target))
     assert (run.ran, body.calls, run.effect.state) == (False, 0, EffectState.DONE)
     assert run.result == {"id": "post-4", "echo": "<redacted>"}  # the credential never reaches the record
 
 
-def test_a_retry_runs_once_when_the_lookup_proves_nothing_happened(
-    fx_store: EpisodeStore, target: EffectTarget
-) -> None:
-    eid, _ = _unknown(fx_store)
+def test_a_retry_runs_once_when_the_lookup_proves_nothing_happened(store: EpisodeStore, target: EffectTarget) -> None:
+    eid, _ = _unknown(store)
     body = Counted()
     lookup = _lookup(target, no_effect_status=404)
-    run = EffectLedger(fx_store).run(eid, "publish", body, capability="lookup", lookup=lookup)
+    run = EffectLedger(store).run(eid, "publish", body, capability="lookup", lookup=lookup)
     assert (run.ran, body.calls, run.result) == (True, 1, "posted")
 
 
-def test_a_lookup_that_proves_nothing_runs_nothing(fx_store: EpisodeStore, target: EffectTarget) -> None:
-    eid, _ = _unknown(fx_store)
-    record = fx_store.get(eid).to_record()
+def test_a_lookup_that_proves_nothing_runs_nothing(store: EpisodeStore, target: EffectTarget) -> None:
+    eid, _ = _unknown(store)
+    record = store.get(eid).to_record()
     body = Counted()
     with pytest.raises(ProviderOutcomeUnknown, match="HTTP 404"):  # 404 was not declared "nothing"
-        EffectLedger(fx_store).run(eid, "publish", body, capability="lookup", lookup=_lookup(target))
+        EffectLedger(store).run(eid, "publish", body, capability="lookup", lookup=_lookup(target))
     assert body.calls == 0
-    assert fx_store.get(eid).to_record() == record
+    assert store.get(eid).to_record() == record
 
 
 def test_the_credential_is_in_no_text(target: EffectTarget) -> None:
