@@ -1,4 +1,4 @@
-"""The operations read model: a week's jobs, spend and stuck submissions, as plain JSON.
+"""The operations read model: a week's jobs, spend, and stuck submissions and effects, as plain JSON.
 
 One source for the Airflow page, its JSON API and ``idempotent-jobs report``, so all three say
 the same thing. Read-only: nothing here takes the store's lock or writes. No Airflow import.
@@ -12,6 +12,11 @@ needs knowledge this model does not have, so the reason lists them (`RECONCILE_W
 command run alone changes nothing and prints the same three. A ``submitting`` record whose claim
 time cannot be read is listed too, with ``idempotent-jobs check <id>``: reconcile would refuse it.
 
+Effects after the payment (`effect`) are read the same way: every ``unknown`` effect and every
+``pending`` one whose claim is at least ``claim_lease`` old is listed with
+``idempotent-jobs reconcile <id> --effect <name>`` (the name shell-quoted when it needs it: a
+mapped effect's ``[N]`` is a shell pattern); the reason names the three ways (`EFFECT_RECONCILE_WAYS`).
+
 A damaged record does not take its week down: the week is read with `EpisodeStore.read_week`, its
 readable episodes are listed and totalled, and each damaged record is named in ``damaged`` (the
 totals leave it out). Who may learn of a damaged record is the reader's call: the page's store
@@ -22,9 +27,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shlex
 from collections import Counter
 from typing import Any, Final, Protocol
 
+from .effect import Effect, EffectState
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 from .identity import EpisodeId, WeekId
@@ -46,11 +53,14 @@ class ReadableStore(Protocol):
 
 __all__ = [
     "DECISIONS",
+    "EFFECT_RECONCILE_WAYS",
     "MAX_WEEKS",
     "RECONCILE_WAYS",
     "Owner",
     "ReadableStore",
     "attention",
+    "effect_attention",
+    "effect_reconcile_command",
     "episode_owner",
     "episode_view",
     "owner_of",
@@ -62,6 +72,10 @@ __all__ = [
 
 #: The ways to settle a submission, as README's reconcile section gives them.
 RECONCILE_WAYS: Final = "--provider-url URL (look its token up), --remote-ref REF (this job is ours) or --not-submitted"
+#: The ways to settle an effect, as README's reconcile section gives them.
+EFFECT_RECONCILE_WAYS: Final = (
+    "--lookup-url URL (look its token up), --done REF (it happened) or --not-done (the next run runs it once)"
+)
 #: Row and count values for the approval gate: a decision, ``asked`` while one is awaited, ``none``.
 DECISIONS: Final = ("approved", "rejected", "asked", "none")
 #: Most weeks one overview or report covers (two years).
@@ -78,7 +92,7 @@ def reconcile_command(episode: Episode) -> str | None:
 
 
 def attention(episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAULT_CLAIM_LEASE) -> dict[str, Any] | None:
-    """The episode's "needs attention" entry, or None when nothing waits for a person."""
+    """The submission's "needs attention" entry, or None when it waits for nobody (effects: `effect_attention`)."""
     sub = episode.submission
     command = reconcile_command(episode)
     if command is None:
@@ -104,6 +118,54 @@ def attention(episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAUL
     reason = (
         f"submitting since {sub.claimed_at} by {sub.claimed_by}: the claim is older than the "
         f"{claim_lease:g} s lease, its writer is presumed gone; {ways}"
+    )
+    return {"episode_id": episode.episode_id, "reason": reason, "command": command}
+
+
+def effect_reconcile_command(episode: Episode, name: str) -> str:
+    """``idempotent-jobs reconcile <id> --effect <name>``, the name quoted for a shell when it needs it."""
+    return f"idempotent-jobs reconcile {episode.episode_id} --effect {shlex.quote(name)}"
+
+
+def effect_attention(
+    episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAULT_CLAIM_LEASE
+) -> list[dict[str, Any]]:
+    """The "needs attention" entries of the episode's effects, by name (stores keep no order of their own)."""
+    entries = []
+    for name, effect in sorted(episode.effects.items()):
+        entry = _effect_entry(episode, name, effect, now, claim_lease)
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def _effect_entry(
+    episode: Episode, name: str, effect: Effect, now: dt.datetime, claim_lease: float
+) -> dict[str, Any] | None:
+    ways = f"settle it with {EFFECT_RECONCILE_WAYS}"
+    command = effect_reconcile_command(episode, name)
+    if effect.state is EffectState.UNKNOWN:
+        reason = f"effect {name} unknown since {effect.updated_at}: it may have happened; {ways}"
+        return {"episode_id": episode.episode_id, "reason": reason, "command": command}
+    if effect.state is not EffectState.PENDING:
+        return None
+    try:
+        age = (now - dt.datetime.fromisoformat(effect.claimed_at or "")).total_seconds()
+    except (TypeError, ValueError):  # a naive or unreadable time: the ledger calls this StoreCorrupted
+        reason = (
+            f"effect {name} pending with an unreadable claim time {effect.claimed_at!r:.60}: "
+            "reconcile refuses it; check the record"
+        )
+        return {
+            "episode_id": episode.episode_id,
+            "reason": reason,
+            "command": f"idempotent-jobs check {episode.episode_id}",
+        }
+    if age < claim_lease:
+        return None
+    reason = (
+        f"effect {name} pending since {effect.claimed_at} by {effect.claimed_by}: the claim is older than the "
+        f"{claim_lease:g} s lease, its runner is presumed gone; {ways}"
     )
     return {"episode_id": episode.episode_id, "reason": reason, "command": command}
 
@@ -256,13 +318,19 @@ def _counts(episodes: list[Episode]) -> dict[str, dict[str, int]]:
     status = Counter(e.status.value for e in episodes)
     submission = Counter(e.submission.state.value for e in episodes)
     decision = Counter(decision_of(e) for e in episodes)
+    effect = Counter(fx.state.value for e in episodes for fx in e.effects.values())
     return {
         "status": {s.value: status[s.value] for s in EpisodeStatus},
         "submission": {s.value: submission[s.value] for s in SubmissionState},
         "decision": {d: decision[d] for d in DECISIONS},
+        "effect": {s.value: effect[s.value] for s in EffectState},
     }
 
 
 def _attention(episodes: list[Episode], now: dt.datetime, claim_lease: float) -> list[dict[str, Any]]:
-    entries = (attention(e, now=now, claim_lease=claim_lease) for e in episodes)
-    return [entry for entry in entries if entry is not None]
+    """Per episode in order: its submission's entry, then its effects'."""
+    entries: list[dict[str, Any]] = []
+    for episode in episodes:
+        paid = attention(episode, now=now, claim_lease=claim_lease)
+        entries += ([] if paid is None else [paid]) + effect_attention(episode, now=now, claim_lease=claim_lease)
+    return entries

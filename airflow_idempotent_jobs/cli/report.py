@@ -1,4 +1,4 @@
-"""``report``: per week, counts by state, spend against a budget, and what needs a person.
+"""``report``: per week, counts by state (effects' too), spend against a budget, and what needs a person.
 
 The figures come from the same read model as Airflow's page (`operations.week_view`), so the
 two never disagree. ``--json`` writes one line per week holding exactly the object the page's API
@@ -27,10 +27,11 @@ __all__ = ["register"]
 def register(commands: Any) -> None:
     p = commands.add_parser(
         "report",
-        help="per week: counts by state, spend against a budget, stuck submissions with their commands",
+        help="per week: counts by state, spend against a budget, stuck submissions and effects with their commands",
         description=(
             "Weeks oldest first (default: the current ISO week). Needs attention: every unknown "
-            "submission and every submitting claim older than the lease, with the reconcile command."
+            "submission or effect, and every submitting or pending claim older than the lease, with the "
+            "reconcile command."
         ),
     )
     which = p.add_mutually_exclusive_group()
@@ -98,7 +99,7 @@ def format_week(view: dict[str, Any]) -> str:
     if view["spend_unknown"]:
         spend += f" (not counted, cost unknowable: {', '.join(view['spend_unknown'])})"
     lines = [f"{view['week_id']}  {episodes} episode{'s' if episodes != 1 else ''}  {spend}"]
-    for field in ("status", "submission", "decision"):
+    for field in ("status", "submission", "decision", "effect"):
         counts = ", ".join(f"{name} {n}" for name, n in view["counts"][field].items() if n)
         lines.append(f"  {field + ':':<12}{counts or '-'}")
     attention = view["attention"]

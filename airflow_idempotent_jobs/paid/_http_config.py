@@ -22,7 +22,7 @@ from .. import safe_json
 from ..errors import InvalidConfiguration
 from .provider import ProviderCapabilities, RemoteState
 
-__all__ = ["DEFAULT_STATE_MAP", "HttpProviderConfig", "valid_header_name"]
+__all__ = ["DEFAULT_STATE_MAP", "NEVER_NO_JOB", "HttpProviderConfig", "valid_header_name"]
 
 #: Provider state words understood out of the box; extend with ``state_map``.
 DEFAULT_STATE_MAP: Final[Mapping[str, str]] = {
@@ -42,7 +42,7 @@ WHAT: Final = "provider config"
 #: Headers `headers` may not set: ours (auth, idempotency) or the transport's.
 _RESERVED_HEADERS: Final = frozenset({"authorization", "host", "content-length", "transfer-encoding", "connection"})
 #: Statuses that can never prove "no job": they say the answer is unknown or the call was refused.
-_NEVER_NO_JOB: Final = frozenset({408, 409, 425, 429})
+NEVER_NO_JOB: Final = frozenset({408, 409, 425, 429})
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _NUMBER: Final = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _INTEGER: Final = re.compile(r"[+-]?\d{1,9}")
@@ -140,7 +140,7 @@ class HttpProviderConfig:
             _bad("lookup_no_job_status", "and lookup_no_job_path go together: the status and the field of the answer")
         if isinstance(status, bool) or not isinstance(status, int) or not (200 <= status < 300 or 400 <= status < 500):
             _bad("lookup_no_job_status", "must be a 2xx or 4xx HTTP status")
-        if status in _NEVER_NO_JOB:
+        if status in NEVER_NO_JOB:
             _bad("lookup_no_job_status", f"{status} says the answer is unknown, never that there is no job")
         if value is not None and (not isinstance(value, str) or not value or not value.isprintable()):
             _bad("lookup_no_job_value", "must be a non-empty text, or null for an empty list")

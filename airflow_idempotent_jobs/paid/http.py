@@ -21,6 +21,7 @@ import ssl
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -28,12 +29,21 @@ import httpx
 
 from .. import safe_json
 from ..errors import InvalidConfiguration, ProviderError, ProviderOutcomeUnknown, ProviderRejected, ProviderUnavailable
-from ._http_config import DEFAULT_STATE_MAP, HttpProviderConfig, valid_header_name
+from ._http_config import DEFAULT_STATE_MAP, NEVER_NO_JOB, HttpProviderConfig, valid_header_name
 from ._redaction import REDACTED, Redactor, secret_forms
 from .backoff import doubling
 from .provider import ProviderCapabilities, RemoteState, RemoteStatus, reported_cost
 
-__all__ = ["DEFAULT_STATE_MAP", "REDACTED", "HttpPaidProvider", "HttpProviderConfig", "Redactor", "secret_forms"]
+__all__ = [
+    "DEFAULT_STATE_MAP",
+    "NEVER_NO_JOB",
+    "REDACTED",
+    "HttpPaidProvider",
+    "HttpProviderConfig",
+    "LookupAnswer",
+    "Redactor",
+    "secret_forms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,31 @@ _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _OUTCOME_UNKNOWN_4XX: Final = frozenset({408, 409})
 #: A parsed answer that was not JSON (or JSON we refuse to hold).
 _NOT_JSON: Final = object()
+
+
+@dataclass(frozen=True)
+class LookupAnswer:
+    """A lookup's answer as read (`HttpPaidProvider.lookup_answer`), every text in it redacted.
+
+    For lookups with rules of their own (an effect's, `effects.http_lookup`): what the answer
+    proves is theirs to say, the transport and the redaction are the provider's.
+    """
+
+    status: int
+    #: The parsed JSON body with the credential redacted in every string; None when ``is_json`` is false.
+    body: Any
+    #: Whether the body is strict JSON (`safe_json`).
+    is_json: bool
+    #: ``GET <url>`` without the URL's query (tokens travel there), for messages.
+    where: str
+    #: ``JSON``, else the content type as sent (or a stand-in when it is unreadable).
+    kind: str
+    #: The answer's error text, redacted, then shortened.
+    detail: str
+
+    def ref_at(self, path: str) -> str | None:
+        """The id at the dotted ``path`` (a non-empty printable text or an integer, as a job id is read); else None."""
+        return _ref(_dig(self.body, path)) if self.is_json else None
 
 
 class HttpPaidProvider:
@@ -127,10 +162,8 @@ class HttpPaidProvider:
         if cfg.lookup_path is None:
             raise ProviderError("this provider has no lookup_path: it cannot find jobs by token")
         with self._clean(ProviderOutcomeUnknown, "lookup"):
-            response = self._send("GET", cfg.lookup_path.format(token=quote(idempotency_token, safe="")))
+            response = self._look_up(cfg.lookup_path, idempotency_token)
             code, body = response.status_code, self._json(response)
-            if code == 429:
-                self._answer(response, "lookup")  # raises ProviderUnavailable
             ref = _ref(_dig(body, cfg.lookup_ref_path or cfg.ref_path)) if body is not _NOT_JSON else None
             no_job = self._declares_no_job(code, body)
             if 200 <= code < 300 and ref is not None and not no_job:
@@ -143,6 +176,33 @@ class HttpPaidProvider:
                 f"whether a job carries the token is unknown ({self._detail(response)})",
                 status=code,
             )
+
+    def lookup_answer(self, token: str) -> LookupAnswer:
+        """GET the lookup URL for ``token`` and return the answer as read; what it proves is the caller's rule.
+
+        Raises as `find` does when no answer can be read: `ProviderUnavailable` (never sent, or
+        429), `ProviderOutcomeUnknown` (sent, answer lost), every text redacted.
+        """
+        if self.config.lookup_path is None:
+            raise ProviderError("this provider has no lookup_path: it cannot look tokens up")
+        with self._clean(ProviderOutcomeUnknown, "lookup"):
+            response = self._look_up(self.config.lookup_path, token)
+            body = self._json(response)
+            return LookupAnswer(
+                status=response.status_code,
+                body=None if body is _NOT_JSON else self._redactor.json(body),
+                is_json=body is not _NOT_JSON,
+                where=self._where(response),
+                kind=self._kind(response, body),
+                detail=self._detail(response),
+            )
+
+    def _look_up(self, lookup_path: str, token: str) -> httpx.Response:
+        """The lookup's answer; 429 raised as `ProviderUnavailable` (nothing was looked at)."""
+        response = self._send("GET", lookup_path.format(token=quote(token, safe="")))
+        if response.status_code == 429:
+            self._answer(response, "lookup")  # raises ProviderUnavailable
+        return response
 
     # -- answers -------------------------------------------------------------------------------
     def _declares_no_job(self, code: int, body: Any) -> bool:

@@ -96,6 +96,7 @@ def test_week_view_rows_totals_and_attention(store: EpisodeStore, scenario: Scen
         "status": {"allocated": 3, "running": 4, "succeeded": 2, "failed": 1, "cancelled": 0, "rejected": 1},
         "submission": {"none": 4, "submitting": 2, "accepted": 1, "succeeded": 2, "failed": 1, "unknown": 1},
         "decision": {"approved": 1, "rejected": 1, "asked": 1, "none": 8},
+        "effect": {"pending": 0, "done": 0, "failed": 0, "unknown": 0},  # no episode ran one
     }
     rows = {row["episode_id"]: row for row in view["episodes"]}
     assert [row["episode_id"] for row in view["episodes"]] == [f"{WEEK}-{n}" for n in range(11)]
