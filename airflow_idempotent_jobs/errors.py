@@ -47,6 +47,7 @@ This module imports nothing of the package: every other module may import it.
 
 from __future__ import annotations
 
+import shlex
 from typing import ClassVar
 
 __all__ = [
@@ -361,7 +362,8 @@ class EffectStateUnknown(IdempotentJobsError):
     def __init__(self, episode_id: str, name: str, detail: str = "") -> None:
         self.episode_id = episode_id
         self.name = name
-        self.command = f"idempotent-jobs reconcile {episode_id} --effect {name}"
+        # Quoted for a shell: ``publish[3]`` is a glob pattern there.
+        self.command = f"idempotent-jobs reconcile {episode_id} --effect {shlex.quote(name)}"
         extra = f" ({detail})" if detail else ""
         super().__init__(
             f"episode {episode_id}: effect {name} may already have happened{extra}; refusing to run it again."

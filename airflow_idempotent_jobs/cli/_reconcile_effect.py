@@ -70,9 +70,8 @@ def reconcile_effect(args: argparse.Namespace) -> int:
                 comment=args.comment,
             )
         except NotReconcilable as exc:
-            state = exc.current.removeprefix(f"effect {name} ")
             raise CliError(
-                f"episode {eid}: cannot reconcile effect {name} ({state}): {exc.reason}", exc.exit_code
+                f"episode {eid}: cannot reconcile effect {name} ({exc.current}): {exc.reason}", exc.exit_code
             ) from exc
         except ProviderError as exc:
             kept = f"episode {eid}: effect {name} is still {seen.state.value}, nothing recorded"
