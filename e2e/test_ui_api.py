@@ -107,7 +107,7 @@ def test_each_user_sees_only_episodes_of_dags_they_may_read_and_totals_of_those(
         attention = sorted(item["episode_id"] for item in view["attention"])
         assert attention == sorted(eid for eid in facts.attention if eid in expected)
         for item in view["attention"]:
-            assert item["command"] == f"idempotent-jobs reconcile {item['episode_id']}"
+            assert item["command"] == facts.command(item["episode_id"])
         owners = {row["owner"]["dag_id"] if row["owner"] else None for row in view["episodes"]}
         assert owners <= readable
         if user != ADMIN:  # only a recorded owner shows an episode to a DAG's viewers

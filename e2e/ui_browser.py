@@ -212,7 +212,7 @@ class UserChecks:
         )
         self.check(
             "needs attention: each stuck episode with its exact reconcile command",
-            commands == {eid: f"idempotent-jobs reconcile {eid}" for eid in stuck},
+            commands == {eid: self.seeded.command(eid) for eid in stuck},
             commands,
         )
         if stuck:
@@ -291,6 +291,15 @@ class UserChecks:
             for h in record.to_dict()["submission"]["history"]
         ]
         self.check("the submission history, step by step", [h[1:] for h in history] == want_history, history)
+        effects = browser.evaluate(
+            "[...document.querySelectorAll('#effects tbody tr')].map(tr => [...tr.cells].map(td => td.innerText))"
+        )
+        want_effects = [[name, e.state.value, str(e.attempts)] for name, e in sorted(record.effects.items())]
+        self.check(
+            "the effects: name, state and attempts of each, as the store has them",
+            [row[:3] for row in effects] == want_effects,
+            effects,
+        )
         approval = _definitions(browser, "#approval")
         decision = record.approval.decision.value if record.approval.decision else "none"
         self.check(

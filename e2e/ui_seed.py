@@ -7,11 +7,13 @@ records (``owner=``), the rest as the CLI makes them. `seed` returns what was ma
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_idempotent_jobs.effects import EffectLedger, EffectStateUnknown
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus, SubmissionState
 from airflow_idempotent_jobs.identity import WeekId
 from airflow_idempotent_jobs.operations import Owner, owner_of
@@ -44,6 +46,8 @@ class Seeded:
     costs: dict[str, float] = field(default_factory=dict)
     #: Episodes that need attention (unknown, or submitting past the lease).
     attention: list[str] = field(default_factory=list)
+    #: Episode id -> the reconcile command its attention item gives, where not the submission's.
+    commands: dict[str, str] = field(default_factory=dict)
     #: Episode id -> approval decision recorded.
     decisions: dict[str, str] = field(default_factory=dict)
     #: The episode whose stored text is hostile (last week, ALPHA's).
@@ -53,11 +57,19 @@ class Seeded:
     #: Allocated by BETA's task with a key naming ALPHA: BETA's, on BETA's page only.
     mimic: str = ""
 
+    def command(self, episode_id: str) -> str:
+        """The reconcile command the page gives for ``episode_id``'s attention item."""
+        return self.commands.get(episode_id, f"idempotent-jobs reconcile {episode_id}")
+
     def visible_to(self, dags: set[str | None]) -> list[str]:
         return sorted(eid for dag, ids in self.by_dag.items() if dag in dags for eid in ids)
 
     def spend(self, week: str, dags: set[str | None]) -> float:
         return sum(self.costs.get(eid, 0.0) for eid in self.visible_to(dags) if eid.startswith(week + "-"))
+
+
+def _lost(token: str) -> None:
+    raise ConnectionResetError("answer lost (seeded)")
 
 
 def _key(dag_id: str, n: int, when: str) -> str:
@@ -109,12 +121,19 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     store.decide(approved.episode_id, "approved", by="carol", via="cli", comment="fine")
     facts.decisions[approved.episode_id] = "approved"
     paid(approved, 12.5, "job-a2")
+    # Its effects: published, and a notification whose outcome was lost (needs attention).
+    effects = EffectLedger(store)
+    effects.run(approved.episode_id, "publish", lambda token: {"url": "https://cdn.example/a2"})
+    with contextlib.suppress(EffectStateUnknown):
+        effects.run(approved.episode_id, "notify:slack", _lost)
     lost = allocate(current, ALPHA, _key(ALPHA, 3, day))
     move(lost, _S.SUBMITTING, _S.UNKNOWN, status=EpisodeStatus.RUNNING, error="answer lost (seeded)")
     facts.attention.append(lost.episode_id)
     stuck = allocate(current, BETA, _key(BETA, 1, day))
     move(stuck, _S.SUBMITTING, status=EpisodeStatus.RUNNING)
     facts.attention.append(stuck.episode_id)
+    facts.attention.append(approved.episode_id)
+    facts.commands[approved.episode_id] = f"idempotent-jobs reconcile {approved.episode_id} --effect notify:slack"
     paid(allocate(current, BETA, _key(BETA, 2, day)), 30.0, "job-b2")
     rejected = allocate(current, BETA, _key(BETA, 3, day))
     store.decide(rejected.episode_id, "rejected", by="carol", via="cli", comment="too expensive")

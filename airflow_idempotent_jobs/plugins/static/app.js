@@ -270,6 +270,21 @@ function renderEpisode(view) {
     history.appendChild(tr);
   }
 
+  const effects = $("#effects tbody");
+  effects.textContent = "";
+  const named = Object.entries(episode.effects || {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [name, effect] of named) {
+    const tr = el("tr", null, { "data-effect": name });
+    cell(tr, name);
+    cell(tr, effect.state).className = `effect ${effect.state}`;
+    cell(tr, effect.attempts);
+    cell(tr, effect.result === null || effect.result === undefined ? "" : JSON.stringify(effect.result));
+    cell(tr, effect.error);
+    cell(tr, effect.updated_at);
+    effects.appendChild(tr);
+  }
+  $("#effects-section").hidden = named.length === 0;
+
   const gate = $("#approval");
   gate.textContent = "";
   definition(gate, "Decision", approval.decision || "none");
