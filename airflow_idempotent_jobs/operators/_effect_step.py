@@ -152,6 +152,7 @@ class EffectStep(StoreOperator):
                 inputs=inputs,
                 capability=self.effect_capability,
                 lookup=self.effect_lookup,
+                redact=masked,
             )
         effect = run.effect
         if run.ran:
@@ -184,6 +185,17 @@ class EffectStep(StoreOperator):
         if token is not None:
             kwargs[EFFECT_TOKEN_PARAMETER] = token
         return self.python_callable(*self.op_args, **kwargs)
+
+
+def masked(text: str) -> str:
+    """``text`` with every secret Airflow's masker knows in this task (connection passwords it read,
+    sensitive variables, ``mask_secret``) replaced: a body's error is kept in the episode's record."""
+    try:
+        from airflow.sdk._shared.secrets_masker import redact
+    except ImportError:  # another layout of the task SDK: the ledger still bounds and cleans the text
+        return text
+    out = redact(text)
+    return out if isinstance(out, str) else text
 
 
 def _check_effect_options(

@@ -17,6 +17,7 @@ import pytest
 
 from airflow_idempotent_jobs.testing.server import server_connection
 from tests.airflow.conftest import AirflowHome, scenario
+from tests.airflow.dags_effects.effects_dags import WEBHOOK_SECRET
 from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home, ti
 from tests.airflow.test_taskflow_runs import paid_once, request_fingerprint
 
@@ -204,6 +205,10 @@ def test_each_capability_settles_a_lost_answer_its_own_way(effect_runs: dict[str
         assert "effect notify may already have happened" in failure["message"] and command in failure["message"]
     assert [o["try_number"] for o in observed(first, "ran", "unknown")] == [1] and observed(cleared, "ran") == []
     assert (effects["notify"]["state"], effects["notify"]["attempts"]) == ("unknown", 1)
+    # The body's error, kept in the record and shown in the failure, with the secret Airflow masks.
+    assert effects["notify"]["error"] == "ije_capabilities_none: https://hooks.invalid/***'s answer was lost"
+    assert effects["notify"]["error"] in failure["message"]
+    assert WEBHOOK_SECRET not in Path(effect_runs["_log"]).read_text(errors="replace")
     assert sinks["none"] == [sink_line("2026-W32-0", effects["notify"]["token"])]
     # "lookup": try 2 finds the token at the target: done with what the lookup found, not run again.
     found = {"found": sink_line("2026-W32-0", effects["upload"]["token"])}
