@@ -158,8 +158,19 @@ def test_a_mapped_effect_is_one_effect_per_map_index_each_happening_once(effect_
     for i in range(3):
         assert ti(first, "upload", i)["state"] == "success" and ti(first, "upload", i)["try_number"] == 2
         assert ti(cleared, "upload", i)["state"] == "success"
-    assert sorted((o["map_index"], o["try_number"]) for o in observed(first, "ran")) == [(0, 1), (1, 1), (2, 1)]
-    assert len(observed(first, "retried")) == 3 and observed(cleared, "ran") == []
+    ran = observed(first, "ran", "upload")
+    assert sorted((o["map_index"], o["try_number"]) for o in ran) == [(0, 1), (1, 1), (2, 1)]
+    for run in (first, cleared):  # retries=2: refused on try 1, the function never called
+        assert ti(run, "emit_mapped", 0) == {
+            "task_id": "emit_mapped",
+            "map_index": 0,
+            "state": "failed",
+            "try_number": 1,
+        }
+        (refused,) = observed(run, "failed", "emit_mapped")
+        assert "asset_event on a mapped task would emit once per map index" in refused["message"]
+    assert observed(first, "ran", "emit_mapped") == []
+    assert len(observed(first, "retried", "upload")) == 3 and observed(cleared, "ran") == []
     effects = one_episode(result)["effects"]
     assert sorted(effects) == ["upload[0]", "upload[1]", "upload[2]"]
     for i, part in enumerate(parts):

@@ -163,6 +163,13 @@ with DAG("ije_mapped", **dag_args(retries=2)):
 
     upload.expand(part=["intro", "middle", "outro"])
 
+    # The episode's one event cannot come from each map index: refused before anything is read or run.
+    @task.episode(episode_id=mapped_id, store=store_for("ije_mapped"), asset_event=RETRIED_EPISODES)
+    def emit_mapped(part: str, episode: Any = None) -> None:
+        observe("ran", get_current_context(), part=part)
+
+    emit_mapped.expand(part=["intro"])
+
 # -- inputs changed on the retry: refused, nothing run ---------------------------------------------
 with DAG("ije_changed_input", **dag_args(retries=3)):
     changed_id = AllocateEpisodeOperator(task_id="allocate", store=store_for("ije_changed_input")).output
