@@ -155,6 +155,8 @@ def changed_input(bag: Any) -> Result:
     return {
         "run": run(bag, "ije_changed_input"),
         "sink": sink_lines("ije_changed_input_publish"),
+        "upload_sink": sink_lines("ije_changed_input_upload"),
+        "notify_sink": sink_lines("ije_changed_input_notify"),
         "store": effects_of("ije_changed_input"),
     }
 

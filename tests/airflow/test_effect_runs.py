@@ -195,11 +195,30 @@ def test_a_retry_with_changed_inputs_is_refused_and_runs_nothing(effect_runs: di
         f"began with inputs {request_fingerprint(took)}, not with these {request_fingerprint(retook)}"
         in (failure["message"])
     )
-    assert [o["try_number"] for o in observed(run, "ran")] == [1]
-    effect = one_episode(result)["effects"]["publish"]
+    assert [o["try_number"] for o in observed(run, "ran", "publish_take")] == [1]
+    effects = one_episode(result)["effects"]
+    effect = effects["publish"]
     assert effect["input_fingerprint"] == request_fingerprint(took)
     assert_done_once(effect, {"effect": "ije_changed_input_publish", "episode_id": "2026-W32-0", "take": "take 1"})
     assert result["sink"] == [sink_line("2026-W32-0", effect["token"])]
+
+
+def test_effect_inputs_name_what_is_bound_and_inputs_without_json_are_refused(effect_runs: dict[str, Any]) -> None:
+    result = scenario(effect_runs, "changed_input")
+    run, effects = result["run"], one_episode(result)["effects"]
+    # effect_inputs (rendered) is bound, not the argument that changed: try 2 returns try 1's result.
+    upload = effects["upload"]
+    took = {"effect": "ije_changed_input_upload", "episode_id": "2026-W32-0", "take": "take 1"}
+    assert ti(run, "upload_take")["state"] == "success" and ti(run, "upload_take")["try_number"] == 2
+    assert upload["input_fingerprint"] == request_fingerprint({"inputs": {"master": "ije_changed_input/final.mp4"}})
+    assert_done_once(upload, took)
+    assert run["xcoms"]["upload_take"]["return_value"] == took
+    assert result["upload_sink"] == [sink_line("2026-W32-0", upload["token"])]
+    # A timedelta has no canonical JSON: no retry (retries=3), nothing recorded or run.
+    assert ti(run, "notify_after") == {"task_id": "notify_after", "map_index": -1, "state": "failed", "try_number": 1}
+    (refused,) = observed(run, "failed", "notify_after")
+    assert "effect notify: its inputs have no canonical JSON form" in refused["message"]
+    assert "notify" not in effects and result["notify_sink"] == []
 
 
 def test_each_capability_settles_a_lost_answer_its_own_way(effect_runs: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ fails on its first try AFTER its effect ran and was recorded (the worker dying b
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,26 @@ with DAG("ije_changed_input", **dag_args(retries=3)):
         return happened("ije_changed_input_publish", episode.episode_id, effect_token, take=take)
 
     publish_take("take {{ ti.try_number }}")
+
+    # effect_inputs names what the effect acts on: the changing argument is not part of it.
+    @task.episode(
+        episode_id=changed_id,
+        store=store_for("ije_changed_input"),
+        effect="upload",
+        effect_inputs={"master": "{{ dag.dag_id }}/final.mp4"},
+        post_execute=crash_first_try,
+    )
+    def upload_take(take: str, episode: Any = None, effect_token: Any = None) -> dict[str, Any]:
+        return happened("ije_changed_input_upload", episode.episode_id, effect_token, take=take)
+
+    upload_take("take {{ ti.try_number }}")
+
+    # An argument with no JSON form cannot be fingerprinted: refused before the function runs.
+    @task.episode(episode_id=changed_id, store=store_for("ije_changed_input"), effect="notify")
+    def notify_after(delay: Any, episode: Any = None, effect_token: Any = None) -> dict[str, Any]:
+        return happened("ije_changed_input_notify", episode.episode_id, effect_token)
+
+    notify_after(dt.timedelta(days=1))
 
 # -- capabilities: none (unknown: reconcile), lookup (found: not run again), idempotent key --------
 with DAG("ije_capabilities", **dag_args(retries=2)):
