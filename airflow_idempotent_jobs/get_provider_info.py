@@ -35,6 +35,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_idempotent_jobs.operators.allocate",
                     "airflow_idempotent_jobs.operators.approve",
                     "airflow_idempotent_jobs.operators.check_episodes",
+                    "airflow_idempotent_jobs.operators.effect",
                     "airflow_idempotent_jobs.operators.paid_generation",
                 ],
             }

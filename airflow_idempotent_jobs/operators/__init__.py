@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .allocate import AllocateEpisodeOperator
 from .check_episodes import CheckEpisodesOperator
+from .effect import EpisodeEffectOperator
 from .paid_generation import PaidGenerationOperator
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ __all__ = [
     "AllocateEpisodeOperator",
     "ApproveEpisodeOperator",
     "CheckEpisodesOperator",
+    "EpisodeEffectOperator",
     "PaidGenerationOperator",
 ]
 

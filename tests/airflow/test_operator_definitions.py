@@ -40,9 +40,11 @@ def test_importing_the_operators_loads_no_store_hook_or_paid_layer() -> None:
         "airflow_idempotent_jobs.links.episode",
         "airflow_idempotent_jobs.operators",
         "airflow_idempotent_jobs.operators._common",
+        "airflow_idempotent_jobs.operators._effect_step",
         "airflow_idempotent_jobs.operators._metrics",
         "airflow_idempotent_jobs.operators.allocate",
         "airflow_idempotent_jobs.operators.check_episodes",
+        "airflow_idempotent_jobs.operators.effect",
         "airflow_idempotent_jobs.operators.paid_generation",
     ]
 

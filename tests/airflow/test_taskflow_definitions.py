@@ -70,7 +70,7 @@ def test_templated_fields_and_dependencies_from_xcom_args() -> None:
         publish(generate(topic()))
     paid, step = dag.get_task("generate"), dag.get_task("publish")
     assert list(paid.template_fields) == ["op_args", "op_kwargs", "episode_id", "store", "require_approval"]
-    assert list(step.template_fields) == ["op_args", "op_kwargs", "episode_id", "store"]
+    assert list(step.template_fields) == ["op_args", "op_kwargs", "episode_id", "store", "effect_inputs"]
     assert paid.upstream_task_ids == {"allocate", "topic"}
     assert step.upstream_task_ids == {"allocate", "generate"}
     assert isinstance(paid, PaidGenerationOperator) and isinstance(step, DecoratedOperator)
