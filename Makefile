@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery,openai,anthropic
 
-.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,13 @@ browser:
 e2e-ui: install browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e/test_ui_api.py
 	$(BIN)/python -m e2e.ui_browser
+
+# The effects ledger under a LocalExecutor deployment, counted through Airflow's REST API: a producer
+# run cleared three times (one sink line, one asset event, one run of the DAG scheduled on the asset),
+# and publish's process SIGKILLed right after its sink answered, with effect_capability "none" (try 2
+# fails naming reconcile) and "idempotent_key" (try 2 sends the same token; the sink keeps one line).
+e2e-effects: install
+	$(BIN)/python -m e2e.effects
 
 clean:
 	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from airflow_client.client import (
     ApiClient,
     ApiException,
+    AssetApi,
     ClearTaskInstancesBody,
     Configuration,
     DagRunApi,
@@ -112,6 +113,36 @@ class AirflowRest:
             f"dags/{dag_id}/clearTaskInstances",
             lambda c: TaskInstanceApi(c).post_clear_task_instances(dag_id, body),
         )
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        answer = self._typed("GET", f"dags/{dag_id}/dagRuns", lambda c: DagRunApi(c).get_dag_runs(dag_id, limit=100))
+        return list(answer["dag_runs"])
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """One try's log as text (``GET .../logs/{try}``), its structured lines joined."""
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}/logs/{try_number}"
+        answer = self._call("GET", path + "?full_content=true")
+        return json.dumps(answer)
+
+    # -- assets --------------------------------------------------------------------------------
+    def asset_id(self, name: str) -> int | None:
+        """The id of the asset called exactly ``name`` (``GET /api/v2/assets``), None when Airflow has none.
+
+        ``only_active=False``: an asset that only an `AssetAlias` emits to, with no DAG naming it in
+        its schedule or outlets, is not "active" and the endpoint leaves it out by default.
+        """
+        answer = self._typed(
+            "GET", "assets", lambda c: AssetApi(c).get_assets(name_pattern=name, only_active=False, limit=100)
+        )
+        ids = [int(a["id"]) for a in answer["assets"] if a["name"] == name]
+        return ids[0] if ids else None
+
+    def asset_events(self, asset_id: int) -> list[dict[str, Any]]:
+        """Every event of one asset (``GET /api/v2/assets/events?asset_id=``)."""
+        answer = self._typed(
+            "GET", "assets/events", lambda c: AssetApi(c).get_asset_events(asset_id=asset_id, limit=100)
+        )
+        return list(answer["asset_events"])
 
     # -- human in the loop ---------------------------------------------------------------------
     def hitl_path(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
