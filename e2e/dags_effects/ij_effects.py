@@ -69,7 +69,8 @@ def append_unseen(path: Path, token: str) -> bool:
 with DAG(dag_id="ij_effects_producer", schedule=None, start_date=START, tags=["idempotent-jobs", "e2e"]):
 
     @task.episode(episode_id=EPISODE, effect="publish", asset_event=EPISODES)
-    def publish(episode: Episode, effect_token: str) -> dict[str, Any]:
+    def publish(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
+        assert episode is not None  # given by the operator at run time
         append_line(sink("publish.sink"), effect_token)
         return {"ref": f"publish.sink:{episode.episode_id}"}
 
@@ -97,7 +98,8 @@ def _killed_once(dag_id: str, capability: str) -> None:
     ):
 
         @task.episode(episode_id=EPISODE, effect="publish", effect_capability=capability, asset_event=KILLED_EPISODES)
-        def publish(episode: Episode, effect_token: str) -> dict[str, Any]:
+        def publish(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
+            assert episode is not None  # given by the operator at run time
             target = sink(f"{dag_id}.sink")
             append_line(sink(f"{dag_id}.calls"), effect_token)  # every call of the body, sent or not
             if capability == "idempotent_key":
