@@ -43,7 +43,7 @@ DAG_IDS = (PRODUCER, DIGEST, KILL_NONE, KILL_KEY)
 EPISODES, KILLED = "idempotent_jobs_e2e_episodes", "idempotent_jobs_e2e_killed_episodes"
 CLEARS = 3
 WAIT = 120.0
-#: How long the digest's run count must stay put after the last clear (scheduler loops of 2 s).
+#: How long the digest's run count must stay put once every digest run has finished (scheduler loops of 2 s).
 SETTLE = 8.0
 
 
