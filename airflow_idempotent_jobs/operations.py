@@ -101,23 +101,46 @@ def attention(episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAUL
     if sub.state is _S.UNKNOWN:
         reason = f"submission unknown since {sub.updated_at}: the provider may have accepted it; {ways}"
         return {"episode_id": episode.episode_id, "reason": reason, "command": command}
+    return _stale_claim(
+        episode,
+        "submitting",
+        sub.claimed_at,
+        sub.claimed_by,
+        "writer",
+        now=now,
+        lease=claim_lease,
+        settle=(ways, command),
+    )
+
+
+def _stale_claim(
+    episode: Episode,
+    what: str,
+    claimed_at: str | None,
+    claimed_by: str | None,
+    who: str,
+    *,
+    now: dt.datetime,
+    lease: float,
+    settle: tuple[str, str],
+) -> dict[str, Any] | None:
+    """The entry for a claim (a submission's or an effect's) older than the lease, or None; an unreadable
+    claim time points to ``check`` (the ledgers call it StoreCorrupted)."""
     try:
-        claimed = dt.datetime.fromisoformat(sub.claimed_at or "")
-        age = (now - claimed).total_seconds()
-    except (TypeError, ValueError):  # a naive or unreadable time: the ledger calls this StoreCorrupted
-        reason = (
-            f"submitting with an unreadable claim time {sub.claimed_at!r:.60}: reconcile refuses it; check the record"
-        )
+        age = (now - dt.datetime.fromisoformat(claimed_at or "")).total_seconds()
+    except (TypeError, ValueError):  # a naive or unreadable time
+        reason = f"{what} with an unreadable claim time {claimed_at!r:.60}: reconcile refuses it; check the record"
         return {
             "episode_id": episode.episode_id,
             "reason": reason,
             "command": f"idempotent-jobs check {episode.episode_id}",
         }
-    if age < claim_lease:
+    if age < lease:
         return None
+    ways, command = settle
     reason = (
-        f"submitting since {sub.claimed_at} by {sub.claimed_by}: the claim is older than the "
-        f"{claim_lease:g} s lease, its writer is presumed gone; {ways}"
+        f"{what} since {claimed_at} by {claimed_by}: the claim is older than the "
+        f"{lease:g} s lease, its {who} is presumed gone; {ways}"
     )
     return {"episode_id": episode.episode_id, "reason": reason, "command": command}
 
@@ -149,25 +172,16 @@ def _effect_entry(
         return {"episode_id": episode.episode_id, "reason": reason, "command": command}
     if effect.state is not EffectState.PENDING:
         return None
-    try:
-        age = (now - dt.datetime.fromisoformat(effect.claimed_at or "")).total_seconds()
-    except (TypeError, ValueError):  # a naive or unreadable time: the ledger calls this StoreCorrupted
-        reason = (
-            f"effect {name} pending with an unreadable claim time {effect.claimed_at!r:.60}: "
-            "reconcile refuses it; check the record"
-        )
-        return {
-            "episode_id": episode.episode_id,
-            "reason": reason,
-            "command": f"idempotent-jobs check {episode.episode_id}",
-        }
-    if age < claim_lease:
-        return None
-    reason = (
-        f"effect {name} pending since {effect.claimed_at} by {effect.claimed_by}: the claim is older than the "
-        f"{claim_lease:g} s lease, its runner is presumed gone; {ways}"
+    return _stale_claim(
+        episode,
+        f"effect {name} pending",
+        effect.claimed_at,
+        effect.claimed_by,
+        "runner",
+        now=now,
+        lease=claim_lease,
+        settle=(ways, command),
     )
-    return {"episode_id": episode.episode_id, "reason": reason, "command": command}
 
 
 def decision_of(episode: Episode) -> str:
