@@ -33,7 +33,7 @@ __all__ = [
 #: An effect's name: a word, then words joined by ``. _ : / - @ +``, then an optional ``[N]`` map index.
 EFFECT_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,119}(\[[0-9]{1,6}\])?")
 #: The most effects one episode holds: each update rewrites the whole record, so the bound keeps a
-#: record (and every write of it) small; a mapped effect over more items needs ``per_map_index=False``.
+#: record (and every write of it) small; a mapped task over more items needs ``effect_per_map_index=False``.
 MAX_EFFECTS: Final = 1000
 
 
@@ -174,8 +174,7 @@ def _moved(
         raise IllegalTransition(episode_id, was, state.value, what=f"effect {name}")
     now = utc_now()
     entry = {"from": None if current is None else current.value, "to": state.value, "at": now, "note": note}
-    history = () if current is None else effect.history
-    return dataclasses.replace(effect, state=state, updated_at=now, history=(*history, entry), **changes)
+    return dataclasses.replace(effect, state=state, updated_at=now, history=(*effect.history, entry), **changes)
 
 
 def effects_to_record(effects: Mapping[str, Effect]) -> dict[str, Any]:

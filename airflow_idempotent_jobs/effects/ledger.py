@@ -40,7 +40,7 @@ from ..identity import EpisodeId
 from ..paid import claims
 from ..paid.claims import DEFAULT_CLAIM_LEASE
 from ..paid.fingerprint import request_fingerprint
-from ..paid.results import DEFAULT_RESULT_LIMIT, MAX_REF_CHARS, bound_result, clean_text
+from ..paid.results import DEFAULT_RESULT_LIMIT, MAX_REF_CHARS, bound_result, clean_text, redactor
 from ..stores.base import EpisodeLike, EpisodeStore
 
 __all__ = ["EffectCapability", "EffectLedger", "EffectRun", "Happened", "effect_token"]
@@ -157,7 +157,7 @@ class EffectLedger:
         if cap is EffectCapability.LOOKUP and lookup is None:
             raise InvalidConfiguration("effect " + name, "lookup", "capability 'lookup' needs a lookup callable")
         fingerprint = None if inputs is None else request_fingerprint(inputs)
-        clean = redact or _same
+        clean = redact or redactor(None)
         key = _claim_key(eid, name)
         try:
             for _ in range(_RACES):
@@ -412,10 +412,6 @@ def _looked_up(lookup: Lookup, token: str) -> Happened | None:
     if happened is not None and not isinstance(happened, Happened):
         raise TypeError(f"an effect's lookup must return Happened or None, not {type(happened).__name__}")
     return happened
-
-
-def _same(text: str) -> str:
-    return text
 
 
 def _text(exc: BaseException) -> str:
