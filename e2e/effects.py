@@ -34,7 +34,7 @@ from airflow_idempotent_jobs import open_store
 from e2e.airflow_rest import AirflowRest
 from e2e.deployment import REPO, wait_for
 from e2e.hitl_deployment import APPROVER, HitlDeployment
-from e2e.results import Results
+from e2e.results import Results, run_deployed
 
 DAG_FILE = REPO / "e2e" / "dags_effects" / "ij_effects.py"
 PRODUCER, DIGEST = "ij_effects_producer", "ij_effects_digest"
@@ -245,17 +245,7 @@ def main() -> int:
         args.workdir, tag=f"fx{int(time.time()) % 100000}", dag_files=(DAG_FILE,), dag_ids=DAG_IDS, record_lookups=False
     )
     out = Results(say, shown=100_000)
-    started = time.monotonic()
-    try:
-        run(deployment, out)
-    except (Exception, KeyboardInterrupt) as exc:
-        out.expect("the suite ran to the end", False, f"{type(exc).__name__}: {exc}")
-    finally:
-        say("stopping the deployment")
-        for problem in deployment.stop(keep_databases=args.keep):
-            say(f"stop: {problem}")
-    held = sum(h for _, h, _ in out.lines)
-    say(f"result: {'PASS' if out.ok else 'FAIL'} ({held}/{len(out.lines)}) in {time.monotonic() - started:.0f}s")
+    run_deployed(deployment, out, lambda: run(deployment, out), keep=args.keep)
     if out.ok and not args.keep:
         shutil.rmtree(args.workdir, ignore_errors=True)
     else:

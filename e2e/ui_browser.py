@@ -49,7 +49,7 @@ from airflow_idempotent_jobs.operations import episode_owner
 from airflow_idempotent_jobs.stores import open_store
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
-from e2e.results import Results
+from e2e.results import Results, run_deployed
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
 from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded
 
@@ -534,17 +534,7 @@ def main() -> int:
     shots = args.workdir / "screenshots"
     ui = UiDeployment(args.workdir, tag=f"ui{int(time.time()) % 100000}")
     out = Results(say)
-    started = time.monotonic()
-    try:
-        run(ui, out, shots)
-    except (Exception, KeyboardInterrupt) as exc:
-        out.expect("the suite ran to the end", False, f"{type(exc).__name__}: {exc}")
-    finally:
-        say("stopping the deployment")
-        for problem in ui.stop(keep_databases=args.keep):
-            say(f"stop: {problem}")
-    held = sum(h for _, h, _ in out.lines)
-    say(f"result: {'PASS' if out.ok else 'FAIL'} ({held}/{len(out.lines)}) in {time.monotonic() - started:.0f}s")
+    run_deployed(ui, out, lambda: run(ui, out, shots), keep=args.keep)
     if args.docs and out.ok:
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         # The week as it opens inside Airflow's UI, for the user who sees every state.
