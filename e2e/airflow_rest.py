@@ -21,6 +21,8 @@ from airflow_client.client import (
     ApiClient,
     ApiException,
     AssetApi,
+    BackfillApi,
+    BackfillPostBody,
     ClearTaskInstancesBody,
     Configuration,
     DagRunApi,
@@ -113,6 +115,22 @@ class AirflowRest:
             f"dags/{dag_id}/clearTaskInstances",
             lambda c: TaskInstanceApi(c).post_clear_task_instances(dag_id, body),
         )
+
+    def backfill(self, dag_id: str, from_date: str, to_date: str, reprocess_behavior: str) -> dict[str, Any]:
+        """A backfill over [from_date, to_date] (``POST /api/v2/backfills``), as the UI's Backfill dialog starts one."""
+        body = BackfillPostBody.from_dict(
+            {
+                "dag_id": dag_id,
+                "from_date": from_date,
+                "to_date": to_date,
+                "reprocess_behavior": reprocess_behavior,
+                "max_active_runs": 1,
+                "run_backwards": False,
+                "dag_run_conf": {},
+            }
+        )
+        assert body is not None
+        return self._typed("POST", "backfills", lambda c: BackfillApi(c).create_backfill(body))
 
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         answer = self._typed("GET", f"dags/{dag_id}/dagRuns", lambda c: DagRunApi(c).get_dag_runs(dag_id, limit=100))

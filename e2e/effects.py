@@ -11,7 +11,11 @@ b. ``ij_effects_kill_none``: publish's process SIGKILLed after its sink answered
    is ``unknown`` in the store, one sink line, no event;
 c. ``ij_effects_kill_key``: the same with ``effect_capability="idempotent_key"`` and a sink that
    drops a token it has seen -> try 2 calls the body again with the same token and succeeds, one
-   sink line, one event.
+   sink line, one event;
+d. ``ij_effects_weekly``: its scheduled run, then a backfill of that run's date with
+   ``reprocess_behavior=completed`` (``POST /api/v2/backfills``; Airflow 3.3 clears the existing run
+   in place, keeping its run_id, and makes it a backfill run) -> the same episode, publish's try 2
+   succeeds without calling the body, one sink line, one event.
 
 Prints a table (scenario, sink lines, asset events, digest runs). Always stops what it started;
 exit 0 only if every check held. Run: ``.venv/bin/python -m e2e.effects [--keep]``.
@@ -37,10 +41,11 @@ from e2e.hitl_deployment import APPROVER, HitlDeployment
 from e2e.results import Results, run_deployed
 
 DAG_FILE = REPO / "e2e" / "dags_effects" / "ij_effects.py"
-PRODUCER, DIGEST = "ij_effects_producer", "ij_effects_digest"
+PRODUCER, DIGEST, WEEKLY = "ij_effects_producer", "ij_effects_digest", "ij_effects_weekly"
 KILL_NONE, KILL_KEY = "ij_effects_kill_none", "ij_effects_kill_key"
-DAG_IDS = (PRODUCER, DIGEST, KILL_NONE, KILL_KEY)
+DAG_IDS = (PRODUCER, DIGEST, WEEKLY, KILL_NONE, KILL_KEY)
 EPISODES, KILLED = "idempotent_jobs_e2e_episodes", "idempotent_jobs_e2e_killed_episodes"
+WEEKLY_EPISODES = "idempotent_jobs_e2e_weekly_episodes"
 CLEARS = 3
 WAIT = 120.0
 #: How long the digest's run count must stay put once every digest run has finished (scheduler loops of 2 s).
@@ -136,6 +141,42 @@ def case_cleared(obs: Observer, out: Results) -> None:
     )
 
 
+def case_backfilled(obs: Observer, out: Results) -> None:
+    rest = obs.rest
+    wait_for(f"{WEEKLY}'s scheduled run", lambda: len(rest.dag_runs(WEEKLY)) >= 1, WAIT, 0.5)
+    first = rest.dag_runs(WEEKLY)[0]
+    run_id, logical_date = str(first["dag_run_id"]), str(first["logical_date"])
+    states = [rest.wait_for_run(WEEKLY, run_id, WAIT)]
+    backfill = rest.backfill(WEEKLY, logical_date, logical_date, "completed")
+    wait_for("the backfill to queue the run again", lambda: rest.run_state(WEEKLY, run_id) != "success", 30, 0.3)
+    states.append(rest.wait_for_run(WEEKLY, run_id, WAIT))
+    runs = rest.dag_runs(WEEKLY)
+    episode = obs.episode_id(WEEKLY, run_id)
+    publish_try = rest.task_instance(WEEKLY, run_id, "publish_weekly").get("try_number")
+    sink = obs.sink_lines("weekly.sink")
+    events = obs.events_for(WEEKLY_EPISODES, episode) or 0
+    obs.table.append(("d. scheduled run + backfill (completed)", len(sink), events, "-"))
+    out.expect(
+        "d. a backfill over an existing run's date (reprocess completed) -> the same run and episode,"
+        " publish try 2 without the body, 1 sink line, 1 event",
+        states == ["success", "success"]
+        and [(r["dag_run_id"], r["run_type"]) for r in runs] == [(run_id, "backfill")]
+        and publish_try == 2
+        and len(sink) == 1
+        and events == 1
+        and obs.effect_state(episode) == "done",
+        {
+            "episode": episode,
+            "backfill": backfill.get("id"),
+            "run states": states,
+            "runs": [(r["dag_run_id"], r["run_type"], r["state"]) for r in runs],
+            "publish try": publish_try,
+            "sink": sink,
+            "asset events": events,
+        },
+    )
+
+
 def case_killed(obs: Observer, out: Results, dag_id: str) -> None:
     rest = obs.rest
     run_id = rest.trigger(dag_id)
@@ -212,12 +253,13 @@ def run(deployment: HitlDeployment, out: Results) -> None:
         except Exception as exc:  # one case going wrong is that case's FAIL; the others go on
             out.expect(f"{case} ran to the end", False, f"{type(exc).__name__}: {exc}")
 
-    pool = ThreadPoolExecutor(max_workers=3)
+    pool = ThreadPoolExecutor(max_workers=4)
     try:
         futures = [
             pool.submit(guarded, "a. cleared producer", lambda: case_cleared(obs, out)),
             pool.submit(guarded, "b. killed, none", lambda: case_killed(obs, out, KILL_NONE)),
             pool.submit(guarded, "c. killed, idempotent_key", lambda: case_killed(obs, out, KILL_KEY)),
+            pool.submit(guarded, "d. backfilled weekly", lambda: case_backfilled(obs, out)),
         ]
         for future in futures:
             future.result()

@@ -7,6 +7,8 @@ DAGs also log every call of their body in ``<dag_id>.calls``.
 - ``ij_effects_producer``: allocate >> publish (effect "publish", the episode's one event on
   ``idempotent_jobs_e2e_episodes``); the runner clears its run three times.
 - ``ij_effects_digest``: scheduled on that asset; appends each triggering episode id to its sink.
+- ``ij_effects_weekly``: the producer on a weekly schedule (no catch-up: the scheduler makes the
+  latest week's run); the runner backfills that run's date with ``reprocess_behavior=completed``.
 - ``ij_effects_kill_none`` / ``ij_effects_kill_key``: publish's first call reaches the sink, then its
   process is SIGKILLed before the outcome is recorded (a marker file says which call is the first);
   ``retries=1``. ``_none`` (``effect_capability="none"``) must stop at the retry; ``_key``
@@ -29,8 +31,9 @@ from airflow_idempotent_jobs.episode import Episode
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
 
 EPISODES = Asset("idempotent_jobs_e2e_episodes")
-#: The kill DAGs' events go to an asset of their own, which nothing is scheduled on.
+#: The kill DAGs' and the weekly DAG's events go to assets of their own, which nothing is scheduled on.
 KILLED_EPISODES = Asset("idempotent_jobs_e2e_killed_episodes")
+WEEKLY_EPISODES = Asset("idempotent_jobs_e2e_weekly_episodes")
 EPISODE = "{{ ti.xcom_pull(task_ids='allocate') }}"
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -86,6 +89,19 @@ with DAG(dag_id="ij_effects_digest", schedule=[EPISODES], start_date=START, tags
         return ids
 
     digest()
+
+
+with DAG(
+    dag_id="ij_effects_weekly", schedule="0 0 * * 1", start_date=START, catchup=False, tags=["idempotent-jobs", "e2e"]
+):
+
+    @task.episode(episode_id=EPISODE, effect="publish", asset_event=WEEKLY_EPISODES)
+    def publish_weekly(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
+        assert episode is not None  # given by the operator at run time
+        append_line(sink("weekly.sink"), effect_token)
+        return {"ref": f"weekly.sink:{episode.episode_id}"}
+
+    AllocateEpisodeOperator(task_id="allocate") >> publish_weekly()
 
 
 def _killed_once(dag_id: str, capability: str) -> None:
