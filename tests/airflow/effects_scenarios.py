@@ -98,22 +98,33 @@ def run_asset_triggered(bag: Any, dag_id: str, uri: str) -> Result:
     return done
 
 
-def effects_of(dag_id: str, store: Path | None = None) -> list[dict[str, Any]]:
+def effects_of(dag_id: str, store: Path | str | None = None) -> list[dict[str, Any]]:
     return [
         {"episode_id": e["episode_id"], "submission": e["submission"], "effects": e.get("effects") or {}}
         for e in store_contents(store or dag_store(dag_id))
     ]
 
 
+def retried(bag: Any, dag_id: str, store: Path | str) -> Result:
+    return {
+        "run": run(bag, dag_id),
+        "publish_sink": sink_lines(f"{dag_id}_publish"),
+        "notify_sink": sink_lines(f"{dag_id}_notify"),
+        "store": effects_of(dag_id, store),
+    }
+
+
 @scenario
 def retry_after_the_effect(bag: Any) -> Result:
     """The decorator and the classic operator: try 1 crashes after its effect ran; try 2 runs nothing."""
-    return {
-        "run": run(bag, "ije_retry"),
-        "publish_sink": sink_lines("ije_retry_publish"),
-        "notify_sink": sink_lines("ije_retry_notify"),
-        "store": effects_of("ije_retry"),
-    }
+    return retried(bag, "ije_retry", dag_store("ije_retry"))
+
+
+@scenario
+def retry_after_the_effect_pg(bag: Any) -> Result:
+    """The same on the PostgreSQL store (skipped where no server answers)."""
+    url = os.environ.get("IJ_EFFECTS_PG")
+    return {"skipped": True} if not url else retried(bag, "ije_retry_pg", url)
 
 
 @scenario

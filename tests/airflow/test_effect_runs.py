@@ -3,7 +3,8 @@
 One runner process (``effects_scenarios.py``) on a copy of the session's migrated database, a DAGs
 folder of its own (``dags_effects/`` and the example pair ``weekly_media_effects.py``), the provider
 server in its own process. Every effect body appends a line to a real file (``O_APPEND``): each test
-asserts how many lines its sink holds, i.e. how many times the effect happened.
+asserts how many lines its sink holds, i.e. how many times the effect happened. The DAGs use file
+stores; the retry after an effect runs on the PostgreSQL store too (a database of its own).
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import pytest
 from airflow_idempotent_jobs.testing.server import server_connection
 from tests.airflow.conftest import AirflowHome, scenario
 from tests.airflow.dags_effects.effects_dags import WEBHOOK_SECRET
-from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home, ti
+from tests.airflow.scenario_process import (
+    REPO,
+    fresh_pg_database,
+    observed,
+    provider_server_process,
+    scenario_home,
+    ti,
+)
 from tests.airflow.test_taskflow_runs import paid_once, request_fingerprint
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
@@ -29,14 +37,17 @@ CRASH = "simulated worker crash after the effect"
 
 
 @pytest.fixture(scope="module")
-def effect_runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def effect_runs(
+    airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Any]]:
     where = scenario_home(airflow_home.home, tmp_path_factory, "effects-home", DAG_SOURCES)
     sinks = where.work / "sinks"
     sinks.mkdir()
     token = "effects-provider-token-" + os.urandom(4).hex()
-    with provider_server_process("--token", token) as url:
+    with provider_server_process("--token", token) as url, fresh_pg_database(request) as pg_url:
         connections = {"ije_provider": server_connection(url, token), "media_provider": server_connection(url, token)}
-        env = where.env(provider=(url, token), connections=connections, IJ_EFFECT_SINKS=str(sinks))
+        pg = {"IJ_EFFECTS_PG": pg_url} if pg_url else {}
+        env = where.env(provider=(url, token), connections=connections, IJ_EFFECT_SINKS=str(sinks), **pg)
         yield where.run("tests.airflow.effects_scenarios", env, timeout=560)
 
 
@@ -56,15 +67,21 @@ def assert_done_once(effect: dict[str, Any], result: Any) -> None:
 
 
 # -- a retry after the effect ran ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "dag_id"),
+    [("retry_after_the_effect", "ije_retry"), pytest.param("retry_after_the_effect_pg", "ije_retry_pg", id="postgres")],
+)
 def test_a_retry_after_the_effect_ran_returns_the_recorded_result_and_runs_nothing(
-    effect_runs: dict[str, Any],
+    effect_runs: dict[str, Any], name: str, dag_id: str
 ) -> None:
-    result = scenario(effect_runs, "retry_after_the_effect")
+    result = scenario(effect_runs, name)
+    if result.get("skipped"):
+        pytest.skip("no PostgreSQL server answers")
     run = result["run"]
     effects = one_episode(result)["effects"]
     expected = {
-        "publish": {"effect": "ije_retry_publish", "episode_id": "2026-W32-0", "url": "https://media.invalid/cut.mp4"},
-        "notify": {"effect": "ije_retry_notify", "episode_id": "2026-W32-0", "channel": "#ije_retry"},
+        "publish": {"effect": f"{dag_id}_publish", "episode_id": "2026-W32-0", "url": "https://media.invalid/cut.mp4"},
+        "notify": {"effect": f"{dag_id}_notify", "episode_id": "2026-W32-0", "channel": f"#{dag_id}"},
     }
     for task_id, sink in (("publish", "publish_sink"), ("notify", "notify_sink")):  # decorator, classic operator
         assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "success", "try_number": 2}

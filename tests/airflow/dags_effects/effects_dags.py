@@ -75,27 +75,33 @@ def happened(name: str, episode_id: str, token: str, **extra: Any) -> dict[str, 
 
 # -- a retry after the effect ran: the decorator and the classic operator ------------------------
 def notify(episode: Any, effect_token: str, channel: str) -> dict[str, Any]:
-    return happened("ije_retry_notify", episode.episode_id, effect_token, channel=channel)
+    return happened(f"{channel[1:]}_notify", episode.episode_id, effect_token, channel=channel)
 
 
-with DAG("ije_retry", **dag_args(retries=2)):
-    retry_allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for("ije_retry"))
-    retry_id = retry_allocate.output
+def retry_dag(dag_id: str, store: str) -> None:
+    """Decorator and classic operator, each failing after its effect on try 1, on ``store``."""
+    with DAG(dag_id, **dag_args(retries=2)):
+        retry_allocate = AllocateEpisodeOperator(task_id="allocate", store=store)
 
-    @task.episode(episode_id=retry_id, store=store_for("ije_retry"), effect="publish", post_execute=crash_first_try)
-    def publish(url: str, episode: Any = None, effect_token: Any = None) -> dict[str, Any]:
-        return happened("ije_retry_publish", episode.episode_id, effect_token, url=url)
+        @task.episode(episode_id=retry_allocate.output, store=store, effect="publish", post_execute=crash_first_try)
+        def publish(url: str, episode: Any = None, effect_token: Any = None) -> dict[str, Any]:
+            return happened(f"{dag_id}_publish", episode.episode_id, effect_token, url=url)
 
-    publish("https://media.invalid/cut.mp4")
-    retry_allocate >> EpisodeEffectOperator(
-        task_id="notify",
-        episode_id=EPISODE,
-        effect="notify",
-        python_callable=notify,
-        op_kwargs={"channel": "#{{ dag.dag_id }}"},
-        store=store_for("ije_retry"),
-        post_execute=crash_first_try,
-    )
+        publish("https://media.invalid/cut.mp4")
+        retry_allocate >> EpisodeEffectOperator(
+            task_id="notify",
+            episode_id=EPISODE,
+            effect="notify",
+            python_callable=notify,
+            op_kwargs={"channel": "#{{ dag.dag_id }}"},
+            store=store,
+            post_execute=crash_first_try,
+        )
+
+
+retry_dag("ije_retry", store_for("ije_retry"))
+if os.environ.get("IJ_EFFECTS_PG"):  # the same on the PostgreSQL store (a database of its own)
+    retry_dag("ije_retry_pg", os.environ["IJ_EFFECTS_PG"])
 
 # -- the producer: paid step, two effects, the episode's asset event; run again and again (cleared) --
 with DAG("ije_producer", **dag_args(retries=2)):
