@@ -46,8 +46,9 @@ def effect_runs(
     token = "effects-provider-token-" + os.urandom(4).hex()
     with provider_server_process("--token", token) as url, fresh_pg_database(request) as pg_url:
         connections = {"ije_provider": server_connection(url, token), "media_provider": server_connection(url, token)}
-        pg = {"IJ_EFFECTS_PG": pg_url} if pg_url else {}
-        env = where.env(provider=(url, token), connections=connections, IJ_EFFECT_SINKS=str(sinks), **pg)
+        env = where.env(provider=(url, token), connections=connections, IJ_EFFECT_SINKS=str(sinks))
+        if pg_url:
+            env["IJ_EFFECTS_PG"] = pg_url
         yield where.run("tests.airflow.effects_scenarios", env, timeout=560)
 
 
