@@ -56,9 +56,9 @@ OPTIONS: Final[dict[str, dict[str, Any]]] = {
         "description": (
             "The weekly spend the Idempotent Jobs page in Airflow's UI shows each week's spend "
             "against (a number >= 0 in the provider's currency unit). Display only: the paid step's "
-            "own budget= argument is what refuses a submission.\n"
+            "own weekly_budget= argument is what refuses a submission.\n"
         ),
-        "version_added": "0.2.0",
+        "version_added": "0.1.0",
         "type": "float",
         "example": "250.0",
         "default": "",
