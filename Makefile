@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery,openai,anthropic
 
-.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -107,5 +107,15 @@ e2e-ui: install browser
 e2e-effects: install
 	$(BIN)/python -m e2e.effects
 
+# The sdist and wheel (hatchling, pinned in constraints.txt; no isolated build env) into dist/, checked
+# by twine. check-dist installs the wheel alone into a fresh venv and runs it there (e2e/wheel_install.py).
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+check-dist: dist
+	$(BIN)/python -m e2e.wheel_install
+
 clean:
-	rm -rf $(VENV) .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache
+	rm -rf $(VENV) dist .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache
