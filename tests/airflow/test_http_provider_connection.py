@@ -9,6 +9,7 @@ secrets masker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -130,3 +131,27 @@ def test_every_form_of_the_token_is_registered_with_airflows_masker(
     monkeypatch.setenv("AIRFLOW_CONN_IJ_ASYNC", server_connection_uri(server.url, other))
     asyncio.run(HttpPaidProviderHook("ij_async").aget_provider())
     assert unmasked(other) == []
+
+
+def test_the_readmes_connection_example_works_against_the_provider_server(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+) -> None:
+    """The complete ``AIRFLOW_CONN_MEDIA_PROVIDER`` of the README's install section, with the host
+    pointed at the local server: the hook reads it and a job goes through it."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"AIRFLOW_CONN_MEDIA_PROVIDER='(.*?)'\n", readme, re.S)
+    assert found is not None, "the README's install section lost its connection example"
+    conn = json.loads(found.group(1))
+    assert conn["host"] == "https://api.example.com" and conn["password"] == "<API token>"
+    monkeypatch.setenv("AIRFLOW_CONN_MEDIA_PROVIDER", json.dumps({**conn, "host": server.url, "password": TOKEN}))
+    provider = HttpPaidProviderHook("media_provider").get_provider()
+    expected = server.provider_config(tokens_honoured=True)
+    # Left out of the example, so the hook's defaults: retries and back-off between connection attempts.
+    assert dataclasses.replace(provider.config, connect_retries=3, backoff_initial=0.2) == dataclasses.replace(
+        expected, connect_retries=3, backoff_initial=0.2
+    )
+    ref = provider.submit({"prompt": "p"}, "tok-readme")
+    assert provider.status(ref).state is RemoteState.RUNNING
