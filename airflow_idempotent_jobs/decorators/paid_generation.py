@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, task_decorator_factory
+from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 from airflow.sdk.definitions.context import context_merge
 
+from ..airflow_compat import determine_kwargs
 from ..operators._common import AirflowFailException, task_errors
 from ..operators.paid_generation import PaidGenerationOperator
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..airflow_compat import aextra_dejson, amask_secret, mask_secret
 from .paid_provider import PaidProviderHook
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class HttpPaidProviderHook(PaidProviderHook):
     async def aget_provider(self) -> HttpPaidProvider:
         """`get_provider` for triggers: the Connection is fetched without blocking the event loop."""
         conn = await self.aget_connection(self.provider_conn_id)
-        provider = self._build(conn, await conn.aextra_dejson())
+        provider = self._build(conn, await aextra_dejson(conn))
         await _amask(provider)
         return provider
 
@@ -140,20 +141,11 @@ def _base_url(conn: Connection) -> str:
 
 def _mask(provider: HttpPaidProvider) -> None:
     """Register every form of the token with Airflow's secrets masker (this process and its supervisor)."""
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # Airflow < 3.1
-        from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef,unused-ignore]
     for form in provider.secret_forms:
         mask_secret(form)
 
 
 async def _amask(provider: HttpPaidProvider) -> None:
-    """`_mask` from the triggerer's event loop (Airflow's async variant never blocks it)."""
-    try:
-        from airflow.sdk.log import amask_secret
-    except ImportError:  # Airflow < 3.1
-        _mask(provider)
-        return
+    """`_mask` from the triggerer's event loop (Airflow's async variant, where it has one, never blocks it)."""
     for form in provider.secret_forms:
         await amask_secret(form)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from airflow.sdk import BaseHook
 
+from ..airflow_compat import hook_class_name
+
 if TYPE_CHECKING:
     from ..paid.provider import PaidProvider
 
@@ -171,10 +173,7 @@ def resolve_provider_hook(conn_id: str, provider_hook: str | None = None) -> Pai
                 f"connection {conn_id!r} has type {conn_type!r}: {exc.reason} "
                 f"(install airflow-idempotent-jobs[{conn_type}])",
             ) from None
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
-
-    info = ProvidersManagerTaskRuntime().hooks.get(conn_type or "")  # type: ignore[no-untyped-call]
-    class_name = None if info is None else info.hook_class_name
+    class_name = hook_class_name(conn_type or "")
     if not class_name:
         raise InvalidConfiguration(
             _WHAT,

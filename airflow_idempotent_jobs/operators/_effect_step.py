@@ -176,8 +176,9 @@ class EffectStep(StoreOperator):
 
     def _call(self, context: Context, episode: Episode, token: str | None) -> Any:
         """The user's function with its arguments, context keys, ``episode`` and (effects only) ``effect_token``."""
-        from airflow.sdk.bases.decorator import determine_kwargs
         from airflow.sdk.definitions.context import context_merge
+
+        from ..airflow_compat import determine_kwargs
 
         context_merge(context, self.op_kwargs)
         kwargs = dict(determine_kwargs(self.python_callable, self.op_args, context))

@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
+from ..airflow_compat import mask_secret
 from ..errors import InvalidConfiguration
 from ..paid._redaction import secret_forms
 
@@ -27,10 +28,6 @@ def mask_key(api_key: str) -> None:
 
     The key may come from the connection's extra (the client kwargs), which Airflow does not mask.
     """
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # Airflow < 3.1
-        from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef,unused-ignore]
     for form in secret_forms(f"Bearer {api_key}"):
         mask_secret(form)
 
