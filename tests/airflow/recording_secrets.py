@@ -10,7 +10,7 @@ import json
 import os
 import time
 
-from airflow.sdk.bases.secrets_backend import BaseSecretsBackend
+from tests.airflow.versions import BaseSecretsBackend
 
 
 class RecordingSecretsBackend(BaseSecretsBackend):

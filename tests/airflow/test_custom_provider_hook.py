@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
 
 from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.errors import InvalidConfiguration
@@ -33,6 +32,7 @@ from airflow_idempotent_jobs.paid import ProviderError, RemoteState, RemoteStatu
 from airflow_idempotent_jobs.paid.trigger_event import decode_event, encode_error_event, encode_status_event
 from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
+from tests.airflow.versions import import_string
 from tests.paid.test_custom_provider import JobClientProvider
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]

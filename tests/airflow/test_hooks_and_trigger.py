@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
 
 from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
@@ -18,6 +17,7 @@ from airflow_idempotent_jobs.paid.ledger import SubmissionLedger
 from airflow_idempotent_jobs.testing.server import ProviderServer, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
 from tests.airflow.conftest import postgres_connection
+from tests.airflow.versions import import_string
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.module_loading import import_string
 
 from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
 from airflow_idempotent_jobs.triggers.paid_job import PaidJobTrigger
+from tests.airflow.versions import import_string
 from tests.paid.raw_provider import TOKEN, RawProvider
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(120)]

@@ -73,6 +73,19 @@ def test_airflow_cli_lists_the_provider(airflow_home: AirflowHome) -> None:
     assert {d["name"]: d["class-name"] for d in listed["task-decorators"]} == TASK_DECORATORS
 
 
+def test_airflow_loads_the_plugin_with_eager_provider_discovery(airflow_home: AirflowHome) -> None:
+    """The page's plugin comes from the provider info; Airflow loads it only without lazy discovery."""
+    eager = airflow_home.airflow("plugins", "-o", "json", AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False")
+    assert eager.returncode == 0, eager.stderr[-2000:]
+    # Other providers' plugins (common-ai's, through their own entry points) may be listed too.
+    (plugin,) = [p for p in json.loads(eager.stdout) if p["name"] == "idempotent_jobs"]
+    assert [(v["name"], v["url_route"]) for v in plugin["external_views"]] == [("Idempotent Jobs", "idempotent-jobs")]
+    assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/idempotent-jobs"]
+    lazy = airflow_home.airflow("plugins", "-o", "json", AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="True")
+    assert lazy.returncode == 0, lazy.stderr[-2000:]
+    assert "idempotent_jobs" not in lazy.stdout, "lazily discovered, Airflow does not load it: the README's setting"
+
+
 #: ``@task.<name>`` and the factory Airflow imports for it.
 TASK_DECORATORS = {
     "paid_generation": "airflow_idempotent_jobs.decorators.paid_generation_task",

@@ -6,10 +6,11 @@ import datetime as dt
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, CronDataIntervalTimetable, task
+from airflow.sdk import DAG, task
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
 from tests.airflow.support import FlakyAllocate, observe, report_xcoms, store_for
+from tests.airflow.versions import CronDataIntervalTimetable
 
 RETRY_ONCE: dict[str, Any] = {"retries": 1, "retry_delay": dt.timedelta(0)}
 UTC_START = pendulum.datetime(2026, 1, 1, tz="UTC")

@@ -1,0 +1,55 @@
+"""The test harness's side of the Airflow versions the package supports (3.1, 3.2, 3.3).
+
+The package's own differences live in ``airflow_idempotent_jobs.airflow_compat``; these are the
+paths only the tests use, each the newest release's first, then the older one. Resolved on first
+use (a module attribute hook), so the secrets backend can import its base class while Airflow's
+configuration is still loading, without importing the rest.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk import CronDataIntervalTimetable
+    from airflow.sdk._shared.module_loading import import_string
+    from airflow.sdk.bases.secrets_backend import BaseSecretsBackend
+
+__all__ = ["AIRFLOW_VERSION", "BaseSecretsBackend", "CronDataIntervalTimetable", "DagBag", "at_least", "import_string"]
+
+#: Where each name lives: from the newest release's module to the oldest's (Airflow 3.1).
+_PLACES: dict[str, tuple[str, ...]] = {
+    "DagBag": ("airflow.dag_processing.dagbag", "airflow.models.dagbag"),
+    "import_string": ("airflow.sdk._shared.module_loading", "airflow.utils.module_loading"),
+    "BaseSecretsBackend": ("airflow.sdk.bases.secrets_backend", "airflow.secrets.base_secrets"),
+    "CronDataIntervalTimetable": ("airflow.sdk", "airflow.timetables.interval"),
+}
+
+#: (major, minor) of the Airflow under test.
+AIRFLOW_VERSION: tuple[int, int] = tuple(int(part) for part in version("apache-airflow").split(".")[:2])  # type: ignore[assignment]
+
+
+def __getattr__(name: str) -> Any:
+    places = _PLACES.get(name)
+    if places is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    for module in places:
+        try:
+            found = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        globals()[name] = found
+        return found
+    raise ImportError(f"{name} is in none of {places} on Airflow {AIRFLOW_VERSION}")
+
+
+def at_least(major: int, minor: int) -> Any:
+    """A pytest mark skipping a test that needs a feature of Airflow ``major.minor`` or later."""
+    import pytest
+
+    return pytest.mark.skipif(
+        (major, minor) > AIRFLOW_VERSION, reason=f"needs Airflow {major}.{minor}+ (this is {AIRFLOW_VERSION})"
+    )
