@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery,openai,anthropic
 
-.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist browser clean
+.PHONY: install lint test demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist compat browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -117,5 +117,28 @@ dist: install
 check-dist: dist
 	$(BIN)/python -m e2e.wheel_install
 
+# The compatibility subset on another Airflow release: `make compat V=3.1.8`. A venv of its own
+# (.compat/V) with that Airflow, pinned by constraints/airflow-V.txt where the project keeps one
+# (3.1.8, 3.2.2; otherwise unconstrained, with a warning), the package from this checkout without
+# its dependencies, then allocation, paid (lost answers, worker and deferred), TaskFlow, provider
+# registration and the plugin. The full suite runs on constraints.txt's Airflow (make test).
+COMPAT_TESTS := tests/airflow/test_allocation_runs.py tests/airflow/test_paid_runs.py \
+  tests/airflow/test_taskflow_runs.py tests/airflow/test_provider_registration.py \
+  tests/airflow/test_approval_definitions.py
+COMPAT_PINS = $(wildcard constraints/airflow-$(V).txt)
+compat:
+	@test -n "$(V)" || { echo "usage: make compat V=<Airflow version, e.g. 3.1.8>"; exit 2; }
+	@test -n "$(COMPAT_PINS)" || echo "make compat: no constraints/airflow-$(V).txt: installing Airflow $(V) unconstrained"
+	test -x .compat/$(V)/bin/python || $(PYTHON) -m venv .compat/$(V)
+	test -f .compat/$(V)/.installed || { .compat/$(V)/bin/python -m pip install --quiet "pip==25.3" && \
+	  .compat/$(V)/bin/python -m pip install --quiet $(if $(COMPAT_PINS),-c $(COMPAT_PINS)) "apache-airflow==$(V)" \
+	    apache-airflow-providers-postgres "psycopg[binary]" "sqlalchemy>=2.0" psutil pendulum pytest pytest-timeout \
+	    pytest-xdist hypothesis filelock statsd && \
+	  .compat/$(V)/bin/python -m pip install --quiet --no-deps -e . && touch .compat/$(V)/.installed; }
+	rm -rf "$(TEST_TMP)-compat" && mkdir -p "$(TEST_TMP)-compat/tmp"
+	TMPDIR="$(TEST_TMP)-compat/tmp" .compat/$(V)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) \
+	  --dist loadgroup --basetemp="$(TEST_TMP)-compat/base" $(COMPAT_TESTS)
+	rm -rf "$(TEST_TMP)-compat"
+
 clean:
-	rm -rf $(VENV) dist .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache
+	rm -rf $(VENV) dist .compat .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

@@ -19,6 +19,7 @@ import pytest
 from airflow_idempotent_jobs.testing.server import server_connection
 from tests.airflow.conftest import AirflowHome, scenario
 from tests.airflow.scenario_process import REPO, observed, provider_server_process, scenario_home, ti
+from tests.airflow.versions import failure_text
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -159,7 +160,7 @@ def test_a_retry_whose_function_builds_another_request_fails_without_paying(task
     assert [c["request"] for c in observed(run, "built")] == [first, second]
     failures = observed(run, "failed", "generate_changed")
     assert [f["try_number"] for f in failures] == [2]
-    message = failures[0]["message"]
+    message = failure_text(failures[0], taskflow_runs["_log"])
     assert request_fingerprint(first) in message and request_fingerprint(second) in message
     (episode,) = result["store"]
     # Try 1's answer was lost: the record stays "unknown" (not "failed") and bound to try 1's request.
@@ -178,7 +179,8 @@ def test_two_requests_mapped_on_one_episode_pay_once(taskflow_runs: dict[str, An
     requests = [{"prompt": "cover art"}, {"prompt": "trailer"}]
     paid, refused = requests[1 - loser["map_index"]], requests[loser["map_index"]]
     (failure,) = observed(run, "failed", "generate_mapped")
-    assert request_fingerprint(paid) in failure["message"] and request_fingerprint(refused) in failure["message"]
+    message = failure_text(failure, taskflow_runs["_log"])
+    assert request_fingerprint(paid) in message and request_fingerprint(refused) in message
     (episode,) = result["store"]
     assert episode["submission"]["request_fingerprint"] == request_fingerprint(paid)
     paid_once(result, episode)
@@ -191,7 +193,7 @@ def test_bad_ids_fail_before_the_function_runs_and_bad_requests_before_anything_
     run = result["run"]
     for task_id in ("unknown", "malformed", "missing", "not_a_dict", "nan"):  # retries=3 each
         assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 1}
-    messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
+    messages = {o["task_id"]: failure_text(o, taskflow_runs["_log"]) for o in observed(run, "failed")}
     assert "episode 2026-W32-99 not found" in messages["unknown"]
     assert "invalid episode id '2026-W32-007'" in messages["malformed"]
     assert "episode_id is empty ('None')" in messages["missing"]
@@ -241,7 +243,7 @@ def test_episode_step_fails_without_retry_before_the_function_or_any_connection(
     run = result["run"]
     for task_id in ("unknown", "malformed", "missing"):  # retries=3 each
         assert ti(run, task_id) == {"task_id": task_id, "map_index": -1, "state": "failed", "try_number": 1}
-    messages = {o["task_id"]: o["message"] for o in observed(run, "failed")}
+    messages = {o["task_id"]: failure_text(o, taskflow_runs["_log"]) for o in observed(run, "failed")}
     assert "episode 2026-W32-99 not found" in messages["unknown"]
     assert "invalid episode id '2026-W32-007'" in messages["malformed"]
     assert "episode_id is empty ('None')" in messages["missing"]
@@ -260,7 +262,8 @@ def test_a_store_password_never_reaches_the_rendered_fields_or_the_log(taskflow_
         store = rendered[task_id]["store"]
         assert store.startswith("postgresql://ijt:") and "***" in store, store
         (failure,) = observed(run, "failed", task_id)  # the callback runs once the task is finally failed
-        assert "is unavailable" in failure["message"] and password not in failure["message"]
+        message = failure_text(failure, taskflow_runs["_log"])
+        assert "is unavailable" in message and password not in message
     assert password not in json.dumps(rendered)
     assert observed(run, "built") == observed(run, "ran") == [], "no episode loaded: no function ran"
     assert password not in Path(taskflow_runs["_log"]).read_text(errors="replace")

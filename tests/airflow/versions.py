@@ -53,3 +53,17 @@ def at_least(major: int, minor: int) -> Any:
     return pytest.mark.skipif(
         (major, minor) > AIRFLOW_VERSION, reason=f"needs Airflow {major}.{minor}+ (this is {AIRFLOW_VERSION})"
     )
+
+
+#: ``dag.test()`` passes the exception to ``on_failure_callback`` from Airflow 3.3 on; before, None.
+CALLBACKS_GET_THE_EXCEPTION = AIRFLOW_VERSION >= (3, 3)
+
+
+def failure_text(observation: dict[str, Any], runner_log: str) -> str:
+    """What a failure callback recorded as the task's error; on Airflow 3.1 and 3.2, where ``dag.test()``
+    gives the callback no exception, the runner's log instead (every task's error is logged there)."""
+    if CALLBACKS_GET_THE_EXCEPTION:
+        return str(observation["message"])
+    from pathlib import Path
+
+    return Path(runner_log).read_text(errors="replace")
