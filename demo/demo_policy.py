@@ -1,4 +1,5 @@
-"""The demo's Airflow cluster policy, installed as ``$AIRFLOW_HOME/config/airflow_local_settings.py``.
+"""The demos' Airflow cluster policy, as ``airflow_local_settings`` (``make demo``: in
+``$AIRFLOW_HOME/config``; ``make demo-ui``: in a folder on every process's PYTHONPATH).
 
 It leaves the example DAG's code untouched and changes two things at parse time, for the demo only:
 no waiting between retries, and a crash of the ``allocate`` task right AFTER it allocated, on its

@@ -93,9 +93,19 @@ class UiDemo(Deployment):
                 "AIRFLOW__IDEMPOTENT_JOBS__TIMEZONE": ZONE,
                 "AIRFLOW__IDEMPOTENT_JOBS__WEEKLY_BUDGET": BUDGET,
                 "AIRFLOW_CONN_MEDIA_PROVIDER": json.dumps(plain),
+                # demo/demo_policy.py as the cluster policy: the example DAG's retries do not wait.
+                "PYTHONPATH": f"{self.policy_folder()}:{env['PYTHONPATH']}",
             }
         )
         return env
+
+    def policy_folder(self) -> Path:
+        """A folder holding demo/demo_policy.py as ``airflow_local_settings`` (Airflow imports it by that name)."""
+        folder = self.workdir / "policy"
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            shutil.copy(ROOT / "demo" / "demo_policy.py", folder / "airflow_local_settings.py")
+        return folder
 
     def provider(self, body: dict[str, Any]) -> None:
         request = urllib.request.Request(
@@ -144,10 +154,16 @@ def trigger(rest: AirflowRest) -> str:
 def run_pipeline(demo: UiDemo, rest: AirflowRest) -> None:
     first = [trigger(rest) for _ in range(2)]
     for run_id in first:
+        say(f"waiting for run {run_id} (allocate, then generate submits and polls the provider)")
         say(f"run {run_id}: {rest.wait_for_run(DAG_ID, run_id, timeout=300)}")
+    say("waiting for every run of the DAG to finish (the scheduled one Airflow made too)")
     wait_for("every run of the DAG to finish (the scheduled one too)", demo.runs_settled, timeout=300)
     demo.provider({"fault": "drop_after_accept", "fault_times": 1})  # the next submit's answer is lost
     lost = trigger(rest)
+    say(
+        f"waiting for run {lost}: the provider accepts its job but the answer is lost; generate's try 2"
+        " (no retry delay in the demo) finds the outcome unknown and stops without paying again"
+    )
     say(f"run {lost}: {rest.wait_for_run(DAG_ID, lost, timeout=300)} (the provider's answer was lost)")
 
 
