@@ -121,7 +121,9 @@ check-dist: dist
 # (.compat/V) with that Airflow, pinned by constraints/airflow-V.txt where the project keeps one
 # (3.1.8, 3.2.2; otherwise unconstrained, with a warning), the package from this checkout without
 # its dependencies, then allocation, paid (lost answers, worker and deferred), TaskFlow, provider
-# registration and the plugin. The full suite runs on constraints.txt's Airflow (make test).
+# registration and the plugin; then the approval gate answered through the REST API of a real
+# deployment of that release (e2e/approval.py, the client of the same version). The full suite
+# runs on constraints.txt's Airflow (make test).
 COMPAT_TESTS := tests/airflow/test_allocation_runs.py tests/airflow/test_paid_runs.py \
   tests/airflow/test_taskflow_runs.py tests/airflow/test_provider_registration.py \
   tests/airflow/test_approval_definitions.py
@@ -133,12 +135,13 @@ compat:
 	test -f .compat/$(V)/.installed || { .compat/$(V)/bin/python -m pip install --quiet "pip==25.3" && \
 	  .compat/$(V)/bin/python -m pip install --quiet $(if $(COMPAT_PINS),-c $(COMPAT_PINS)) "apache-airflow==$(V)" \
 	    apache-airflow-providers-postgres "psycopg[binary]" "sqlalchemy>=2.0" psutil pendulum pytest pytest-timeout \
-	    pytest-xdist hypothesis filelock statsd && \
+	    pytest-xdist hypothesis filelock statsd redis "apache-airflow-client==$(V)" && \
 	  .compat/$(V)/bin/python -m pip install --quiet --no-deps -e . && touch .compat/$(V)/.installed; }
 	rm -rf "$(TEST_TMP)-compat" && mkdir -p "$(TEST_TMP)-compat/tmp"
 	TMPDIR="$(TEST_TMP)-compat/tmp" .compat/$(V)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) \
 	  --dist loadgroup --basetemp="$(TEST_TMP)-compat/base" $(COMPAT_TESTS)
 	rm -rf "$(TEST_TMP)-compat"
+	.compat/$(V)/bin/python -m e2e.approval --workdir .e2e/approval-$(V)
 
 clean:
 	rm -rf $(VENV) dist .compat .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

@@ -191,11 +191,12 @@ class AirflowRest:
         )
 
     def wait_for_question(self, dag_id: str, run_id: str, task_id: str, timeout: float) -> dict[str, Any]:
-        """The question once the task waits for input (state ``awaiting_input``)."""
+        """The question once the task waits for input (state ``awaiting_input``; Airflow 3.1 and 3.2 have
+        no such state: their waiting task is ``deferred``, and the question exists once it asked)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             state = self.task_instance(dag_id, run_id, task_id).get("state")
-            if state == "awaiting_input":
+            if state in ("awaiting_input", "deferred"):
                 detail = self.hitl_detail(dag_id, run_id, task_id)
                 if detail is not None:
                     return detail

@@ -114,6 +114,10 @@ class Observer:
         )
         return {task: (state, number) for task, state, number in rows}
 
+    def hitl_history(self) -> bool:
+        """Whether this Airflow keeps past tries' HITL rows (``hitl_detail_history``, from 3.2)."""
+        return bool(self.deployment.metadata("SELECT 1 FROM pg_tables WHERE tablename = 'hitl_detail_history'"))
+
     def hitl_rows(self, dag_id: str, run_id: str) -> list[tuple[int, str, str, str]]:
         """(try, table, created_at, responded_at) of the run's HITL rows, current tries and past ones.
 
@@ -126,6 +130,16 @@ class Observer:
             dag_id,
             run_id,
         )
+        if not self.hitl_history():
+            # Airflow 3.1 keeps no HITL history: a past try's row stays in hitl_detail under its try's id.
+            past = self.deployment.metadata(
+                "SELECT th.try_number, h.created_at, h.responded_at FROM hitl_detail h"
+                " JOIN task_instance_history th ON th.task_instance_id = h.ti_id"
+                " WHERE th.dag_id = %s AND th.run_id = %s",
+                dag_id,
+                run_id,
+            )
+            return sorted((n, "hitl_detail", _time(c), _time(r)) for n, c, r in [*current, *past])
         past = self.deployment.metadata(
             "SELECT th.try_number, h.created_at, h.responded_at FROM hitl_detail_history h"
             " JOIN task_instance_history th ON th.task_instance_id = h.ti_history_id"
@@ -143,9 +157,11 @@ def _time(value: Any) -> str:
     return "-" if value is None else value.strftime("%H:%M:%S.%f")[:-3]
 
 
-def asked_once(rows: list[tuple[int, str, str, str]]) -> bool:
-    """Every row of the task holds the one question of try 1 and its one answer."""
-    return bool(rows) and rows[0][0] == 1 and len({(c, r) for _, _, c, r in rows}) == 1 and rows[0][3] != "-"
+def asked_once(rows: list[tuple[int, str, str, str]], history: bool) -> bool:
+    """Every row of the task holds the one question of try 1 and its one answer: a row for each of the
+    two tries where Airflow keeps HITL history (3.2+), else the one row, carried into try 2 (3.1)."""
+    one = bool(rows) and len({(c, r) for _, _, c, r in rows}) == 1 and rows[0][3] != "-"
+    return one and [n for n, *_ in rows] == ([1, 2] if history else [2])
 
 
 def _approval(episode: Episode | None) -> dict[str, Any]:
@@ -226,8 +242,7 @@ def case_killed(obs: Observer, out: Results, store: str) -> None:
         f"[{store}] c. approval task SIGKILLed after recording -> try 2 asked nothing, paid once",
         state == "success"
         and tries.get("approve") == ("success", 2)
-        and [n for n, *_ in rows] == [1, 2]
-        and asked_once(rows)
+        and asked_once(rows, obs.hitl_history())
         and jobs == 1
         and seen.get("decision") == "approved"
         and seen.get("events", []).count("asked") == 1,
@@ -254,8 +269,7 @@ def case_cleared(obs: Observer, out: Results, store: str, run_id: str) -> None:
         state == "success"
         and tries.get("approve") == ("success", 2)
         and tries.get("generate") == ("success", 2)
-        and [n for n, *_ in rows] == [1, 2]
-        and asked_once(rows)
+        and asked_once(rows, obs.hitl_history())
         and jobs == 1
         and seen.get("events", []).count("asked") == 1,
         {
