@@ -141,7 +141,7 @@ compat:
 	TMPDIR="$(TEST_TMP)-compat/tmp" .compat/$(V)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) \
 	  --dist loadgroup --basetemp="$(TEST_TMP)-compat/base" $(COMPAT_TESTS)
 	rm -rf "$(TEST_TMP)-compat"
-	.compat/$(V)/bin/python -m e2e.approval --workdir .e2e/approval-$(V)
+	.compat/$(V)/bin/python -m e2e.approval --workdir "$(CURDIR)/.e2e/approval-$(V)"
 
 clean:
 	rm -rf $(VENV) dist .compat .demo .e2e .pytest_cache .mypy_cache .ruff_cache .grimp_cache .import_linter_cache

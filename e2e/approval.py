@@ -371,6 +371,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work dir, logs and databases")
     parser.add_argument("--workdir", type=Path, default=REPO / ".e2e" / "approval")
     args = parser.parse_args()
+    args.workdir = args.workdir.resolve()  # Airflow's processes run elsewhere: a relative DAGs folder finds nothing
     signal.signal(signal.SIGTERM, _terminate)
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
