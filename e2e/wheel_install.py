@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "airflow_idempotent_jobs"
 DAG_ID = "weekly_media_pipeline"
 TOKEN = "wheel-check-provider-token"
-#: Files of the package that are not in git but belong to no wheel either.
+#: Names a wheel may hold that git never tracks (compiled bytecode): not counted as extra.
 NOT_SHIPPED = (".pyc",)
 
 
@@ -189,13 +189,12 @@ def check_installed(venv: FreshVenv, wheel: Path, out: Results, pg_url: str | No
     from airflow_idempotent_jobs._version import __version__
 
     python = str(venv.bin / "python")
-    where = venv.run_ok([python, "-c", f"import {PACKAGE}, sys; print({PACKAGE}.__file__); print(sys.path)"])
-    lines = where.splitlines()
+    probe = f"import json, sys, {PACKAGE}; print(json.dumps([{PACKAGE}.__file__, sys.path]))"
+    where, path = json.loads(venv.run_ok([python, "-c", probe]))
     out.expect(
         "the package is imported from the venv's site-packages, the checkout is not on sys.path",
-        lines[0].startswith(str(venv.venv))
-        and not any(p.strip("'") == str(REPO) for p in lines[1].strip("[]").split(", ")),
-        where,
+        where.startswith(str(venv.venv)) and not any((venv.cwd / p).resolve() == REPO for p in path),
+        {"imported from": where, "sys.path": path},
     )
     airflow = str(venv.bin / "airflow")
     provider = json.loads(venv.run_ok([airflow, "providers", "get", "airflow-idempotent-jobs", "-o", "json"]))
