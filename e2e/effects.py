@@ -152,7 +152,7 @@ def case_backfilled(obs: Observer, out: Results) -> None:
     states.append(rest.wait_for_run(WEEKLY, run_id, WAIT))
     runs = rest.dag_runs(WEEKLY)
     episode = obs.episode_id(WEEKLY, run_id)
-    publish_try = rest.task_instance(WEEKLY, run_id, "publish_weekly").get("try_number")
+    publish_try = rest.task_instance(WEEKLY, run_id, "publish").get("try_number")
     sink = obs.sink_lines("weekly.sink")
     events = obs.events_for(WEEKLY_EPISODES, episode) or 0
     obs.table.append(("d. scheduled run + backfill (completed)", len(sink), events, "-"))

@@ -69,15 +69,21 @@ def append_unseen(path: Path, token: str) -> bool:
         os.close(fd)
 
 
-with DAG(dag_id="ij_effects_producer", schedule=None, start_date=START, tags=["idempotent-jobs", "e2e"]):
+def _producer(dag_id: str, sink_name: str, asset: Asset, schedule: str | None) -> None:
+    """allocate >> publish (effect "publish", the episode's one event on ``asset``), appending to ``sink_name``."""
+    with DAG(dag_id=dag_id, schedule=schedule, start_date=START, catchup=False, tags=["idempotent-jobs", "e2e"]):
 
-    @task.episode(episode_id=EPISODE, effect="publish", asset_event=EPISODES)
-    def publish(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
-        assert episode is not None  # given by the operator at run time
-        append_line(sink("publish.sink"), effect_token)
-        return {"ref": f"publish.sink:{episode.episode_id}"}
+        @task.episode(episode_id=EPISODE, effect="publish", asset_event=asset)
+        def publish(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
+            assert episode is not None  # given by the operator at run time
+            append_line(sink(sink_name), effect_token)
+            return {"ref": f"{sink_name}:{episode.episode_id}"}
 
-    AllocateEpisodeOperator(task_id="allocate") >> publish()
+        AllocateEpisodeOperator(task_id="allocate") >> publish()
+
+
+_producer("ij_effects_producer", "publish.sink", EPISODES, None)
+_producer("ij_effects_weekly", "weekly.sink", WEEKLY_EPISODES, "0 0 * * 1")
 
 with DAG(dag_id="ij_effects_digest", schedule=[EPISODES], start_date=START, tags=["idempotent-jobs", "e2e"]):
 
@@ -89,19 +95,6 @@ with DAG(dag_id="ij_effects_digest", schedule=[EPISODES], start_date=START, tags
         return ids
 
     digest()
-
-
-with DAG(
-    dag_id="ij_effects_weekly", schedule="0 0 * * 1", start_date=START, catchup=False, tags=["idempotent-jobs", "e2e"]
-):
-
-    @task.episode(episode_id=EPISODE, effect="publish", asset_event=WEEKLY_EPISODES)
-    def publish_weekly(episode: Episode | None = None, effect_token: str = "") -> dict[str, Any]:
-        assert episode is not None  # given by the operator at run time
-        append_line(sink("weekly.sink"), effect_token)
-        return {"ref": f"weekly.sink:{episode.episode_id}"}
-
-    AllocateEpisodeOperator(task_id="allocate") >> publish_weekly()
 
 
 def _killed_once(dag_id: str, capability: str) -> None:
