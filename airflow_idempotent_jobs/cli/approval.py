@@ -29,7 +29,7 @@ def register(commands: Any) -> None:
             verb,
             help=f"record that spending on an episode is {decision.value} (final; the same again changes nothing)",
         )
-        p.add_argument("episode_id")
+        p.add_argument("episode_id", help="the episode, e.g. 2026-W32-0")
         p.add_argument("--by", required=True, help="who decides (recorded and shown with the decision)")
         p.add_argument("--comment", help="why (recorded with the decision)")
         p.add_argument("--json", action="store_true", help="print the episode as JSON (the summary goes to stderr)")

@@ -30,7 +30,7 @@ def register(commands: Any) -> None:
     p = commands.add_parser(
         "show", help="one episode as JSON (with its approval: decision, by, at, via, comment, history)"
     )
-    p.add_argument("episode_id")
+    p.add_argument("episode_id", help="the episode, e.g. 2026-W32-0")
     p.set_defaults(func=_show)
 
     p = commands.add_parser("list", help="episodes as a table (or JSON lines)")

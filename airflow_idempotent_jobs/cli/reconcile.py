@@ -45,7 +45,7 @@ def register(commands: Any) -> None:
             "--not-done (it did not; the next run runs it once)."
         ),
     )
-    p.add_argument("episode_id")
+    p.add_argument("episode_id", help="the episode, e.g. 2026-W32-0")
     p.add_argument("--effect", metavar="NAME", help="settle this effect of the episode, not its paid submission")
     way = p.add_mutually_exclusive_group()
     way.add_argument("--done", metavar="REF", help="with --effect: it happened; REF is recorded as its result's ref")

@@ -89,6 +89,14 @@ class StoreOperator(BaseOperator):
     Airflow stores and shows ``postgresql://user:***@host/db``; the store's hook (`hook`) connects
     with the real URL. ``_do_render_template_fields`` is the one method both a plain and a mapped
     task call on the operator to render it.
+
+    :param store: templated store URL (a path, ``file://`` or ``postgresql://``); its password never
+        reaches the rendered fields Airflow shows.
+    :param store_conn_id: a Connection naming the store (``idempotent_jobs_store`` or ``postgres``).
+        With neither: ``[idempotent_jobs] store`` / ``store_conn_id``, else the file store under
+        ``$AIRFLOW_HOME``, which is refused when the executor runs tasks on several hosts.
+    :param lock_timeout: seconds to wait for the store's lock; ``None``: the store's own (the URL's
+        ``lock_timeout``, else 30).
     """
 
     store: Any

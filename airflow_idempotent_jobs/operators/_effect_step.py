@@ -43,6 +43,24 @@ class EffectStep(StoreOperator):
 
     Subclasses set ``python_callable``, ``op_args`` and ``op_kwargs`` (as ``@task`` and
     ``PythonOperator`` name them). See the module docstring for the order of one try.
+
+    :param episode_id: templated id of an existing episode (e.g. ``"{{ ti.xcom_pull('allocate') }}"``).
+    :param effect: run the body as this named effect of the episode, at most once (``publish``,
+        ``notify:slack``); on a mapped task ``[map_index]`` is appended unless
+        ``effect_per_map_index=False``. ``None``: a plain step on the loaded episode.
+    :param effect_capability: what the target does with a repeated token: ``"none"`` (default: an
+        effect that may have happened waits for reconcile), ``"idempotent_key"`` (running again with the
+        same token is harmless), ``"lookup"`` (``effect_lookup(token)`` returns `Happened` or None).
+    :param effect_inputs: templated JSON value the effect acts on; by default the call's own arguments
+        (``op_args``, ``op_kwargs``). A retry with other inputs is refused.
+    :param asset_event: an ``airflow.sdk.Asset``: the episode's one event on it, emitted after the
+        effect, through an alias (never on a later try or clear); its extra holds the episode id, week,
+        cost, remote ref and each effect's result.
+    :param effect_lookup: with ``effect_capability="lookup"``: ``callable(token)`` returning
+        ``airflow_idempotent_jobs.effects.Happened(result)`` when the target has the effect, or None
+        when it certainly has not.
+    :param effect_per_map_index: on a mapped task, one effect per map index (``upload[0]``, ...);
+        False: one effect shared by every map index (give it ``effect_inputs`` they all share).
     """
 
     template_fields: Sequence[str] = ("episode_id", "store", "effect_inputs")

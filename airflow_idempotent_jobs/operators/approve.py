@@ -55,8 +55,17 @@ class ApproveEpisodeOperator(StoreOperator, ApprovalOperator):
     :param estimated_cost: shown; ``weekly_budget`` too, with the week's spend so far. Both must
         be finite numbers >= 0 (refused when the DAG is parsed).
     :param subject: templated; default "Approve spending for episode <id>".
+    :param weekly_budget: shown to the approver beside the week's spend (display only here: the paid
+        step's own ``weekly_budget`` refuses).
+    :param response_timeout: how long to wait for an answer (Airflow's HITL); ``None``: for ever.
     :param defaults: None or "Reject": what a ``response_timeout`` chooses (nothing is recorded).
-    :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
+        "Approve" is refused when the DAG is parsed: a clock never approves spending.
+    :param fail_on_reject: fail the task (no retry) on a rejection instead of skipping downstream.
+    :param ignore_downstream_trigger_rules: as Airflow's ``ApprovalOperator``: on a rejection, True
+        skips every downstream task whatever its trigger rule; False lets trigger rules decide.
+    :param assigned_users: Airflow's HITL ``assigned_users``: who may answer (default: anyone with
+        the rights to).
+    :param notifiers: Airflow's HITL notifiers, called when the question is asked.
     """
 
     template_fields: Sequence[str] = ("episode_id", "request", "store", "subject")

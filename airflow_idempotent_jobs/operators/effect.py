@@ -23,20 +23,11 @@ class EpisodeEffectOperator(EffectStep):
     recorded ones fails without retry; one that raised leaves the effect ``unknown``, which a retry
     settles by ``effect_capability``, or (``"none"``) only ``idempotent-jobs reconcile ID --effect NAME``.
 
-    :param episode_id: templated id of an existing episode (e.g. ``"{{ ti.xcom_pull('allocate') }}"``).
     :param effect: the effect's name (``publish``, ``notify:slack``); on a mapped task ``[map_index]``
         is appended unless ``effect_per_map_index=False``.
     :param python_callable: the effect's body; also receives the context keys it names.
-    :param op_args: templated positional arguments; ``op_kwargs``: templated keyword arguments.
-    :param effect_capability: what the target does with a repeated token: ``"none"`` (default: an
-        effect that may have happened waits for reconcile), ``"idempotent_key"`` (running again with the
-        same token is harmless), ``"lookup"`` (``effect_lookup(token)`` returns `Happened` or None).
-    :param effect_inputs: templated JSON value the effect acts on; by default the call's own arguments
-        (``op_args``, ``op_kwargs``). A retry with other inputs is refused.
-    :param asset_event: an ``airflow.sdk.Asset``: the episode's one event on it, emitted after the
-        effect, through an alias (never on a later try or clear); its extra holds the episode id, week,
-        cost, remote ref and each effect's result.
-    :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
+    :param op_args: templated positional arguments of ``python_callable``.
+    :param op_kwargs: templated keyword arguments of ``python_callable``.
     """
 
     template_fields: Sequence[str] = ("episode_id", "store", "effect_inputs", "op_args", "op_kwargs")

@@ -53,6 +53,7 @@ class PaidGenerationOperator(StoreOperator):
     :param deferrable: hand polling to the triggerer instead of holding a worker slot.
     :param poll_timeout: seconds to wait for a terminal state (per try; a retry resumes polling).
     :param poll_initial_delay: first delay between status calls; doubles up to ``poll_max_delay``.
+    :param poll_max_delay: longest delay between two status calls, in seconds.
     :param weekly_budget: refuse a submission that would pass the week's spend (provider units).
     :param estimated_cost: this job's expected cost, counted against ``weekly_budget``. Both must
         be finite numbers >= 0: anything else fails the task before anything is read or sent.
@@ -67,7 +68,6 @@ class PaidGenerationOperator(StoreOperator):
         template rendering to True or False (``"{{ params.require_approval }}"``), so a DAG whose gate
         is a param refuses an undecided episode whenever the gate is on, even when someone marked
         the approval task done by hand; any other rendering fails the task without retry.
-    :param store: templated store URL; ``store_conn_id``: a Connection naming the store.
     """
 
     template_fields: Sequence[str] = ("episode_id", "request", "store", "require_approval")
