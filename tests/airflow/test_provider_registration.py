@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs; ships with Airflow
+import jsonschema
 import pytest
 
 from airflow_idempotent_jobs import __version__
@@ -88,7 +88,7 @@ def test_airflow_loads_the_plugin_with_eager_provider_discovery(airflow_home: Ai
     assert [a["url_prefix"] for a in plugin["fastapi_apps"]] == ["/idempotent-jobs"]
     lazy = airflow_home.airflow("plugins", "-o", "json", AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="True")
     assert lazy.returncode == 0, lazy.stderr[-2000:]
-    assert "idempotent_jobs" not in lazy.stdout, "lazily discovered, Airflow does not load it: the README's setting"
+    assert "idempotent_jobs" not in lazy.stdout, "lazily discovered, Airflow does not load it: the documented setting"
 
 
 #: ``@task.<name>`` and the factory Airflow imports for it.
