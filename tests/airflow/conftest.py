@@ -40,7 +40,11 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 
 #: Test DAGs plus the example DAG that DAG authors copy: it must parse and run too.
-DAG_SOURCES = [*sorted((HERE / "dags").glob("*.py")), REPO / "example_dags" / "weekly_media_pipeline.py"]
+DAG_SOURCES = [
+    *sorted((HERE / "dags").glob("*.py")),
+    REPO / "example_dags" / "weekly_media_pipeline.py",
+    REPO / "example_dags" / "first_paid_dag.py",
+]
 
 
 @dataclass

@@ -231,5 +231,20 @@ def example_dag(bag: Any) -> Result:
     }
 
 
+@scenario
+def tutorial_dag(bag: Any) -> Result:
+    """The tutorial's DAG as shipped: two runs in one week, then the first run again (a clear)."""
+    monday, wednesday = utc(2026, 9, 14, 6), utc(2026, 9, 16, 6)
+    first = run_dag(bag, "first_paid_dag", logical_date=monday)
+    second = run_dag(bag, "first_paid_dag", logical_date=wednesday)
+    cleared = run_dag(bag, "first_paid_dag", logical_date=monday)
+    default_store = Path(os.environ["AIRFLOW_HOME"]) / "idempotent_jobs"
+    return {
+        "runs": [first, second, cleared],
+        "store": [e for e in store_contents(default_store) if e["week_id"] == "2026-W38"],
+        "provider": provider("GET", "/_admin/stats"),
+    }
+
+
 if __name__ == "__main__":
     scenario.main(sys.argv[1:])
