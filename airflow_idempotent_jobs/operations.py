@@ -70,9 +70,9 @@ __all__ = [
     "weeks_view",
 ]
 
-#: The ways to settle a submission, as README's reconcile section gives them.
+#: The ways to settle a submission, as docs/reference/cli.md gives them.
 RECONCILE_WAYS: Final = "--provider-url URL (look its token up), --remote-ref REF (this job is ours) or --not-submitted"
-#: The ways to settle an effect, as README's reconcile section gives them.
+#: The ways to settle an effect, as docs/reference/cli.md gives them.
 EFFECT_RECONCILE_WAYS: Final = (
     "--lookup-url URL (look its token up), --done REF (it happened) or --not-done (the next run runs it once)"
 )

@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "airflow_idempotent_jobs"
 DAG_ID = "weekly_media_pipeline"
 TOKEN = "wheel-check-provider-token"
+#: pyproject's Documentation URL, where .readthedocs.yaml publishes mkdocs.yml's site.
+DOCUMENTATION_URL = "https://airflow-idempotent-jobs.readthedocs.io/"
 #: Names a wheel may hold that git never tracks (compiled bytecode): not counted as extra.
 NOT_SHIPPED = (".pyc",)
 
@@ -203,7 +205,16 @@ def check_installed(venv: FreshVenv, wheel: Path, out: Results, pg_url: str | No
         provider == [{"Provider": "airflow-idempotent-jobs", "Version": __version__}],
         provider,
     )
-    # Airflow loads a provider's plugins only without lazy provider discovery (README: the page).
+    # The Providers page's link: Airflow reads it from the wheel's "Documentation" project URL.
+    probe = (
+        "import json; from airflow.providers_manager import ProvidersManager; "
+        "print(json.dumps(ProvidersManager().providers['airflow-idempotent-jobs'].data.get('documentation-url')))"
+    )
+    documentation = json.loads(venv.run_ok([python, "-c", probe]))
+    out.expect(
+        f"the provider's documentation-url is {DOCUMENTATION_URL}", documentation == DOCUMENTATION_URL, documentation
+    )
+    # Airflow loads a provider's plugins only without lazy provider discovery (docs/how-to/operations-page.md).
     eager = venv.env(AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False")
     plugins = json.loads(venv.run_ok([airflow, "plugins", "-o", "json"], eager))
     out.expect("airflow plugins lists the plugin", [p.get("name") for p in plugins] == ["idempotent_jobs"], plugins)

@@ -12,8 +12,9 @@ What Airflow may do, and what happens then:
 * a retry, a cleared task or a backfill of the same run keeps the ``run_id``: ``allocate`` returns
   the same episode (``2026-W32-0``), and ``generate`` resumes the same paid job instead of paying again;
 * a second run in the same ISO week (a manual run, say) gets the next episode (``2026-W32-1``);
-* a retry that cannot know whether the provider accepted the job fails without retry and names the
-  ``idempotent-jobs reconcile`` command to run.
+* a retry after a lost provider answer resends the same token (the connection declares that the
+  API honours it) or looks the token up, and adopts the job the lost call made; only with an API
+  that offers neither does it fail without retry, naming the ``idempotent-jobs reconcile`` command.
 
 The approval gate is optional: trigger a run with ``{"require_approval": true}`` and ``approve``
 asks a person (Airflow's Required Actions page, or its REST API) to approve or reject the episode's

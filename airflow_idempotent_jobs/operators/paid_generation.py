@@ -45,7 +45,10 @@ class PaidGenerationOperator(StoreOperator):
         (``http``, ``generic``, ...) with ``provider_hook``.
     :param provider_hook: ``"package.module.Class"`` of a `PaidProviderHook` subclass that builds
         the provider from ``provider_conn_id``; it wins over the connection's type. Resolved
-        after the episode is loaded; a path that cannot work fails the task without retry.
+        after the episode is loaded; a path that cannot work fails the task without retry. It is
+        imported in the worker and, when deferred, in the triggerer, which has the plugins folder on
+        ``sys.path`` but not the DAGs folder: keep the hook in an installed package or in
+        ``$AIRFLOW_HOME/plugins``, not beside the DAG file.
     :param request: templated JSON object (a dict) sent to the provider; ``{}`` for an empty one.
         Anything else (``None`` or no request, text, a list, a number) fails the task on its first
         try, before anything is read: text is never parsed, so a template such as

@@ -9,7 +9,6 @@ secrets masker.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -133,25 +132,34 @@ def test_every_form_of_the_token_is_registered_with_airflows_masker(
     assert unmasked(other) == []
 
 
-def test_the_readmes_connection_example_works_against_the_provider_server(
-    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+@pytest.mark.parametrize(
+    ("page", "host", "password"),
+    [
+        ("how-to/install.md", "https://api.example.com", "<API token>"),
+        ("reference/connections.md", "https://api.example.com", "<API token>"),
+        ("tutorial/first-dag.md", "http://127.0.0.1:8765", "demo-token"),
+    ],
+)
+def test_the_docs_connection_examples_work_against_the_provider_server(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer, page: str, host: str, password: str
 ) -> None:
-    """The complete ``AIRFLOW_CONN_MEDIA_PROVIDER`` of the README's install section, with the host
-    pointed at the local server: the hook reads it and a job goes through it."""
+    """Each complete ``AIRFLOW_CONN_MEDIA_PROVIDER`` the documentation shows, with the host pointed at
+    the local server: the hook reads it, a job goes through it, and its lookup finds the job by token
+    and proves "no job" for a token never sent."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"AIRFLOW_CONN_MEDIA_PROVIDER='(.*?)'\n", readme, re.S)
-    assert found is not None, "the README's install section lost its connection example"
+    text = (Path(__file__).resolve().parents[2] / "docs" / page).read_text(encoding="utf-8")
+    found = re.search(r"AIRFLOW_CONN_MEDIA_PROVIDER='(.*?)'\n", text, re.S)
+    assert found is not None, f"docs/{page} lost its connection example"
     conn = json.loads(found.group(1))
-    assert conn["host"] == "https://api.example.com" and conn["password"] == "<API token>"
+    assert (conn["conn_type"], conn["host"], conn["password"]) == ("idempotent_jobs_http", host, password)
     monkeypatch.setenv("AIRFLOW_CONN_MEDIA_PROVIDER", json.dumps({**conn, "host": server.url, "password": TOKEN}))
     provider = HttpPaidProviderHook("media_provider").get_provider()
     expected = server.provider_config(tokens_honoured=True)
-    # Left out of the example, so the hook's defaults: retries and back-off between connection attempts.
-    assert dataclasses.replace(provider.config, connect_retries=3, backoff_initial=0.2) == dataclasses.replace(
-        expected, connect_retries=3, backoff_initial=0.2
-    )
-    ref = provider.submit({"prompt": "p"}, "tok-readme")
+    for name in ("submit_path", "status_path", "idempotency_header", "tokens_honoured", "lookup_path", "ref_path"):
+        assert getattr(provider.config, name) == getattr(expected, name), name
+    ref = provider.submit({"prompt": "p"}, "tok-docs")
     assert provider.status(ref).state is RemoteState.RUNNING
+    assert provider.find("tok-docs") == ref
+    assert provider.find("tok-never-sent") is None
