@@ -124,7 +124,7 @@ check-dist: dist
 
 # The compatibility subset on another Airflow release: `make compat V=3.1.8`. A venv of its own
 # (.compat/V) with that Airflow, pinned by constraints/airflow-V.txt where the project keeps one
-# (3.1.8, 3.2.2; otherwise unconstrained, with a warning), the package from this checkout without
+# (3.1.0, 3.1.8, 3.2.0, 3.2.2; otherwise unconstrained, with a warning), the package from this checkout without
 # its dependencies, then allocation, paid (lost answers, worker and deferred), TaskFlow, provider
 # registration and the plugin; then the approval gate answered through the REST API of a real
 # deployment of that release (e2e/approval.py, the client of the same version). The full suite

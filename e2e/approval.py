@@ -30,6 +30,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -47,6 +48,9 @@ KINDS = ("", "kill_", "unknown_", "required_")
 DAG_IDS = tuple(f"ij_approval_{kind}{store}" for store in STORES for kind in KINDS)
 UNAPPROVED_PROVIDER_CONN_ID = "media_provider_unapproved"
 WAIT = 180.0
+#: Airflow 3.1.0 fails a task killed after it resumed from its deferral (its try 1) without retrying
+#: it, where 3.1.8 and later retry it: case c then clears the run, as an operator would.
+KILLED_RESUMED_TRY_FAILS = version("apache-airflow") == "3.1.0"
 
 
 def say(text: str) -> None:
@@ -235,11 +239,17 @@ def case_killed(obs: Observer, out: Results, store: str) -> None:
     obs.rest.answer(dag_id, run_id, "approve", "Approve", {"comment": "go"})
     state = obs.finish_unasked(dag_id, run_id)
     tries = obs.tries(dag_id, run_id)
+    cleared = KILLED_RESUMED_TRY_FAILS and state == "failed" and tries.get("approve") == ("failed", 1)
+    if cleared:  # Airflow 3.1.0 does not retry it: an operator's clear is its try 2
+        obs.rest.clear_run(dag_id, run_id)
+        state = obs.finish_unasked(dag_id, run_id)
+        tries = obs.tries(dag_id, run_id)
     rows = obs.hitl_rows(dag_id, run_id)
     seen = _approval(obs.episode_of(store, dag_id, run_id))
     jobs = obs.jobs_for_run(run_id)
     out.expect(
-        f"[{store}] c. approval task SIGKILLed after recording -> try 2 asked nothing, paid once",
+        f"[{store}] c. approval task SIGKILLed after recording -> try 2 asked nothing, paid once"
+        + (" (Airflow 3.1.0 failed the killed try without retry: try 2 is a clear)" if cleared else ""),
         state == "success"
         and tries.get("approve") == ("success", 2)
         and asked_once(rows, obs.hitl_history())

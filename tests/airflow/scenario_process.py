@@ -79,10 +79,11 @@ class Scenarios:
         A scenario that raises records its traceback instead; ``finish`` adds what is read once
         all of them have run.
         """
-        from tests.airflow.versions import DagBag
+        from tests.airflow.versions import DagBag, serialize_for_dag_test
 
         out, only = argv[0], argv[1:]
         bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+        serialize_for_dag_test(bag)
         results: Result = {"import_errors": {str(k): str(v) for k, v in bag.import_errors.items()}}
         for name, fn in self.by_name.items():
             if only and name not in only:

@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from airflow.sdk._shared.module_loading import import_string
     from airflow.sdk.bases.secrets_backend import BaseSecretsBackend
 
-__all__ = ["AIRFLOW_VERSION", "BaseSecretsBackend", "CronDataIntervalTimetable", "DagBag", "at_least", "import_string"]
+__all__ = [
+    "AIRFLOW_VERSION",
+    "BaseSecretsBackend",
+    "CronDataIntervalTimetable",
+    "DagBag",
+    "at_least",
+    "import_string",
+    "serialize_for_dag_test",
+]
 
 #: Where each name lives: from the newest release's module to the oldest's (Airflow 3.1).
 _PLACES: dict[str, tuple[str, ...]] = {
@@ -30,6 +38,9 @@ _PLACES: dict[str, tuple[str, ...]] = {
 
 #: (major, minor) of the Airflow under test.
 AIRFLOW_VERSION: tuple[int, int] = tuple(int(part) for part in version("apache-airflow").split(".")[:2])  # type: ignore[assignment]
+#: Airflow 3.1.0's ``dag.test()`` refuses a DAG that is not serialized yet ("Cannot create DagRun ...
+#: because the dag is not serialized", apache/airflow#56657, fixed in 3.1.1 by #56660).
+_DAG_TEST_NEEDS_SERIALIZED_DAGS = version("apache-airflow") == "3.1.0"
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +64,18 @@ def at_least(major: int, minor: int) -> Any:
     return pytest.mark.skipif(
         (major, minor) > AIRFLOW_VERSION, reason=f"needs Airflow {major}.{minor}+ (this is {AIRFLOW_VERSION})"
     )
+
+
+def serialize_for_dag_test(bag: Any) -> None:
+    """On Airflow 3.1.0 only: write the bag's DAGs to the metadata database, as ``airflow dags
+    reserialize`` does, so that its ``dag.test()`` can run them; every later release does it itself."""
+    if not _DAG_TEST_NEEDS_SERIALIZED_DAGS:
+        return
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.models.dagbag import sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    sync_bag_to_db(bag, "dags-folder", None)
 
 
 #: ``dag.test()`` passes the exception to ``on_failure_callback`` from Airflow 3.3 on; before, None.
