@@ -144,7 +144,8 @@ class Submission:
     settled_at: str | None = None
     settled_how: str | None = None
     updated_at: str | None = None
-    #: Every transition, oldest first: ``{"from", "to", "at", "note"}``.
+    #: Every transition, oldest first: ``{"from", "to", "at", "note"}``; a person's settling adds
+    #: ``by``, ``via`` and, when given, ``comment``.
     history: tuple[Mapping[str, Any], ...] = ()
     #: ``sha256:<hex>`` of the request this submission is for (`paid.fingerprint`), written with
     #: the intent; None in records written before fingerprints existed.
@@ -159,12 +160,23 @@ class Submission:
     #: Set when the provider's result was left out of ``result`` (too large, or not strict JSON).
     result_omitted: OmittedResult | None = None
 
-    def moved_to(self, state: SubmissionState, *, episode_id: str, note: str = "", **changes: Any) -> Submission:
-        """A copy in ``state``; raises `IllegalTransition` for a move the ledger forbids."""
+    def moved_to(
+        self,
+        state: SubmissionState,
+        *,
+        episode_id: str,
+        note: str = "",
+        entry_extra: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> Submission:
+        """A copy in ``state``; raises `IllegalTransition` for a move the ledger forbids.
+
+        ``entry_extra`` adds keys to the move's history entry (who settled it, how, why).
+        """
         if state not in TRANSITIONS[self.state]:
             raise IllegalTransition(episode_id, self.state.value, state.value)
         now = utc_now()
-        entry = {"from": self.state.value, "to": state.value, "at": now, "note": note}
+        entry = {**(entry_extra or {}), "from": self.state.value, "to": state.value, "at": now, "note": note}
         return dataclasses.replace(self, state=state, updated_at=now, history=(*self.history, entry), **changes)
 
     def to_dict(self) -> dict[str, Any]:

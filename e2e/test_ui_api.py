@@ -436,3 +436,113 @@ def test_a_damaged_record_is_404_to_viewers_and_named_to_store_wide_users_the_we
         assert view["spend"] == pytest.approx(intact[ADMIN]["spend"] - facts.costs.get(damaged, 0.0))
         assert len(view["episodes"]) == len(intact[ADMIN]["episodes"]) - 1
     assert call(ui.api_url, week, tokens[BOB])[1] == intact[BOB]
+
+
+# -- settling an unknown submission from the page -------------------------------------------------
+def _unknown_episode(ui: UiDeployment, week: str, dag: str) -> dict[str, Any]:
+    """A new episode of ``dag`` in ``week`` whose paid answer was lost, as the page shows it."""
+    import dataclasses
+
+    from airflow_idempotent_jobs.episode import EpisodeStatus, SubmissionState
+    from airflow_idempotent_jobs.operations import Owner
+
+    run_id = f"manual__settle_{os.urandom(4).hex()}"
+    with open_store(ui.store_url) as store:
+        episode = store.allocate(
+            WeekId.parse(week), f"airflow:{dag}:allocate:{run_id}", owner=Owner.of_task(dag, "allocate", run_id, -1)
+        )
+        for state, extra in (
+            (
+                SubmissionState.SUBMITTING,
+                {"claimed_by": "seed:1:x", "claimed_at": "2026-01-01T00:00:00+00:00", "token": "tok-" + run_id},
+            ),
+            (SubmissionState.UNKNOWN, {"error": "answer lost (seeded)"}),
+        ):
+
+            def change(now: Any, state: Any = state, extra: Any = extra) -> Any:
+                submission = now.submission.moved_to(state, episode_id=episode.episode_id, note="seeded", **extra)
+                return dataclasses.replace(now, status=EpisodeStatus.RUNNING, submission=submission)
+
+            store.update(episode.episode_id, change)
+        shown = store.get(episode.episode_id)
+    return {"episode_id": shown.episode_id, "updated_at": shown.updated_at}
+
+
+def settle(
+    ui: UiDeployment,
+    token: str,
+    eid: str,
+    body: dict[str, Any],
+    *,
+    csrf: str | None = "session",
+    origin: str | None = "own",
+) -> tuple[int, Any]:
+    """POST .../settle as the page sends it (its CSRF token from /api/session, its Origin), or spoiled."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    if csrf == "session":
+        csrf = call(ui.api_url, "/idempotent-jobs/api/session", token)[1]["csrf_token"]
+    if csrf is not None:
+        headers["X-CSRF-Token"] = csrf
+    if origin is not None:
+        headers["Origin"] = ui.api_url if origin == "own" else origin
+    request = urllib.request.Request(
+        f"{ui.api_url}/idempotent-jobs/api/episodes/{eid}/settle", json.dumps(body).encode(), headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_an_editor_of_the_owning_dag_settles_an_unknown_submission_recorded_with_name_via_and_comment(
+    ui: UiDeployment, tokens: dict[str, str]
+) -> None:
+    from e2e.ui_deployment import CAROL
+
+    carol = AirflowRest(ui.api_url, CAROL, ui.passwords[CAROL]).login()
+    lost = _unknown_episode(ui, "2025-W10", ALPHA)
+    eid = lost["episode_id"]
+    body = {
+        "answer": "ours",
+        "remote_ref": "job-4711",
+        "comment": "the provider's console shows it",
+        "seen_updated_at": lost["updated_at"],
+    }
+    status, answer = settle(ui, tokens[ALICE], eid, body)  # a viewer of the owning DAG: no control
+    assert status == 403 and "may not change the task instances" in answer["detail"], answer
+    assert settle(ui, tokens[BOB], eid, body) == (404, {"detail": f"episode {eid} not found"})  # another team's
+    status, view = settle(ui, carol, eid, body)
+    assert status == 200, view
+    with open_store(ui.store_url) as store:
+        sub = store.get(eid).submission
+    assert (sub.state.value, sub.remote_ref, sub.settled_by, sub.settled_how) == (
+        "accepted",
+        "job-4711",
+        CAROL,
+        "operator: remote ref given",
+    )
+    last = sub.history[-1]
+    assert (last["by"], last["via"], last["comment"], last["to"]) == (CAROL, "ui", body["comment"], "accepted")
+    assert view["episode"]["submission"]["state"] == "accepted"
+    status, again = settle(ui, carol, eid, body)  # settled already: the reason, nothing changed
+    assert status == 409 and "only submitting or unknown can be settled" in again["detail"], again
+
+
+def test_a_settle_refused_for_a_changed_episode_a_cross_site_request_and_a_missing_token(
+    ui: UiDeployment, tokens: dict[str, str]
+) -> None:
+    lost = _unknown_episode(ui, "2025-W11", ALPHA)
+    eid = lost["episode_id"]
+    body = {"answer": "not_submitted", "comment": "never reached them", "seen_updated_at": "2025-01-01T00:00:00+00:00"}
+    status, answer = settle(ui, tokens[ADMIN], eid, body)
+    assert status == 409 and "changed since it was shown" in answer["detail"], answer
+    body["seen_updated_at"] = lost["updated_at"]
+    assert settle(ui, tokens[ADMIN], eid, body, origin="https://evil.example")[0] == 403
+    assert settle(ui, tokens[ADMIN], eid, body, csrf=None)[0] == 403
+    assert settle(ui, tokens[ADMIN], eid, body, csrf="0" * 64)[0] == 403
+    assert settle(ui, tokens[ADMIN], eid, {**body, "comment": "  "})[0] == 400
+    with open_store(ui.store_url) as store:
+        assert store.get(eid).submission.state.value == "unknown"  # nothing refused changed anything
+    status, view = settle(ui, tokens[ADMIN], eid, body)
+    assert status == 200 and view["episode"]["submission"]["state"] == "none", view

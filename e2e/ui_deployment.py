@@ -12,6 +12,7 @@ belongs to one team, so each may read only their team's DAG::
     admin  role admin                 every episode, the migrated one included
     alice  role viewer, team team_a   ij_ui_alpha's episodes only
     bob    role viewer, team team_b   ij_ui_beta's and ij_ui_beta_mimic's episodes only
+    carol  role user, team team_a     ij_ui_alpha's episodes, and may settle them (edits its task instances)
 
 ``ij_ui_beta_mimic`` (team_b's bundle, in ij_ui_beta.py) names ij_ui_alpha in its allocation keys.
 
@@ -42,11 +43,13 @@ from e2e.ui_seed import ALPHA, BETA, MIMIC, Seeded, seed
 
 DAGS = Path(__file__).resolve().parent / "dags_ui"
 ADMIN, ALICE, BOB = "admin", "alice", "bob"
+#: team_a's editor (role ``user``): may change ij_ui_alpha's task instances, so settle its episodes.
+CAROL = "carol"
 TEAMS = {"team_a": ALPHA, "team_b": BETA}
 #: The weekly budget the page shows spend against.
 BUDGET = 100.0
 #: Which DAGs each user may read (None: episodes no DAG owns).
-READABLE: dict[str, set[str | None]] = {ADMIN: {ALPHA, BETA, None}, ALICE: {ALPHA}, BOB: {BETA}}
+READABLE: dict[str, set[str | None]] = {ADMIN: {ALPHA, BETA, None}, ALICE: {ALPHA}, BOB: {BETA}, CAROL: {ALPHA}}
 
 
 @dataclass
@@ -58,7 +61,7 @@ class UiDeployment(Deployment):
     #: No DAG here pays: the base's provider Connection only needs a well-formed URL (nothing listens).
     provider_url: str = "http://127.0.0.1:9"
     passwords: dict[str, str] = field(
-        default_factory=lambda: {user: f"{user[0]}-" + os.urandom(6).hex() for user in (ADMIN, ALICE, BOB)}
+        default_factory=lambda: {user: f"{user[0]}-" + os.urandom(6).hex() for user in (ADMIN, ALICE, BOB, CAROL)}
     )
     seeded: Seeded | None = None
     #: Extra api-servers (`start_api_server`): their base URLs.
@@ -93,7 +96,9 @@ class UiDeployment(Deployment):
                 # Plugins that providers register (ours) load only when providers are discovered eagerly.
                 "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": "False",
                 "AIRFLOW__CORE__MULTI_TEAM": "True",
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin,{ALICE}:viewer:team_a,{BOB}:viewer:team_b",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": (
+                    f"{ADMIN}:admin,{ALICE}:viewer:team_a,{BOB}:viewer:team_b,{CAROL}:user:team_a"
+                ),
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
                 "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
                 "AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID": "ij_store",

@@ -375,14 +375,19 @@ class SubmissionLedger:
         remote_ref: str | None = None,
         not_submitted: bool = False,
         settled_by: str,
+        via: str = "cli",
+        comment: str | None = None,
+        expected_updated_at: str | None = None,
     ) -> Episode:
         """Settle a ``submitting``/``unknown`` submission; exactly one way must be given.
 
         ``provider``: look the token up (found: ``accepted``; none: back to ``none``).
         ``remote_ref``: the operator says this remote job is ours (``accepted``).
         ``not_submitted``: the operator says nothing reached the provider (``none``: the next
-        submit sends once). Records who settled it, when and how. Raises `NotReconcilable`
-        (exit 3 in the CLI) for any other state or a submitter still alive.
+        submit sends once). Records who settled it, when and how, and in the move's history entry
+        also ``by``, ``via`` (``cli``, ``ui``) and the ``comment``. ``expected_updated_at``: the
+        episode's ``updated_at`` as the person saw it; a record changed since is refused. Raises
+        `NotReconcilable` (exit 3 in the CLI) for any other state or a submitter still alive.
         """
         eid = str(EpisodeId.parse(episode_id))
         if sum((provider is not None, remote_ref is not None, not_submitted)) != 1:
@@ -390,6 +395,10 @@ class SubmissionLedger:
         if remote_ref is not None and not remote_ref.strip():
             raise ValueError("remote_ref must not be empty")
         seen = self.check_reconcilable(eid)
+        if expected_updated_at is not None and seen.updated_at != expected_updated_at:
+            raise NotReconcilable(
+                eid, seen.submission.state.value, f"the episode changed since it was shown (updated {seen.updated_at})"
+            )
         how = "operator: remote ref given" if remote_ref is not None else "operator: not submitted"
         if provider is not None:
             if not provider.capabilities.lookup:
@@ -407,9 +416,12 @@ class SubmissionLedger:
             if ep.submission != seen.submission:
                 raise NotReconcilable(eid, ep.submission.state.value, "the record changed meanwhile; run again")
             settled = {"settled_by": settled_by, "settled_at": self.clock().isoformat(), "settled_how": how}
+            entry = {"by": settled_by, "via": via, **({"comment": comment} if comment is not None else {})}
             if remote_ref is not None:
-                return self._moved(ep, _S.ACCEPTED, how, remote_ref=remote_ref, remote_state="pending", **settled)
-            return self._moved(ep, _S.NONE, how, **settled)
+                return self._moved(
+                    ep, _S.ACCEPTED, how, entry, remote_ref=remote_ref, remote_state="pending", **settled
+                )
+            return self._moved(ep, _S.NONE, how, entry, **settled)
 
         return self.store.update(eid, change)
 
@@ -451,8 +463,17 @@ class SubmissionLedger:
                 ep.episode_id, sub.billed_to, billed or "an account the provider does not name"
             )
 
-    def _moved(self, ep: Episode, state: SubmissionState, note: str, **changes: Any) -> Episode:
-        submission = ep.submission.moved_to(state, episode_id=ep.episode_id, note=note, **changes)
+    def _moved(
+        self,
+        ep: Episode,
+        state: SubmissionState,
+        note: str,
+        entry_extra: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> Episode:
+        submission = ep.submission.moved_to(
+            state, episode_id=ep.episode_id, note=note, entry_extra=entry_extra, **changes
+        )
         # The job's status follows its paid call, so `list` tells at a glance what is done.
         return dataclasses.replace(
             ep, submission=submission, status=_JOB_STATUS[state], updated_at=submission.updated_at

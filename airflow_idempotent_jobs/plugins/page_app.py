@@ -8,10 +8,12 @@ Routes (under the mount prefix ``/idempotent-jobs``)::
     GET /api/weeks                 recent weeks, newest first
     GET /api/weeks/{week_id}       one week: rows, totals, needs attention
     GET /api/episodes/{episode_id} one episode's full record
+    GET /api/session               the user's name and the token state-changing requests carry
+    POST /api/episodes/{episode_id}/settle   settle an unknown paid submission (`page_settle`)
 
 Every route needs a logged-in user (Airflow's auth manager): the API answers 401 to anonymous
 requests; the pages redirect them to Airflow's login page, which brings the user back. What each
-user sees is filtered by `auth.Access`. Nothing here writes to the store.
+user sees is filtered by `auth.Access`. The one write is ``settle``, through the ledger.
 """
 
 from __future__ import annotations
@@ -150,6 +152,51 @@ def create_app() -> FastAPI:
             from ..identity import EpisodeId
 
             eid = str(EpisodeId.parse(episode_id))
+            return episode_view(visible(user), eid, now=page_now())
+
+        return await run_in_threadpool(answer, work, user)
+
+    @app.get("/api/session")
+    async def api_session(request: Request, user: ApiUser) -> dict[str, Any]:
+        from .page_settle import csrf_token
+
+        return {"user": user.get_name(), "csrf_token": csrf_token(request)}
+
+    @app.post("/api/episodes/{episode_id}/settle")
+    async def api_settle(episode_id: str, request: Request, user: ApiUser) -> dict[str, Any]:
+        from .page_settle import check_same_origin, parse_settlement
+
+        check_same_origin(request)  # before the body is even read
+        try:
+            body = await request.json()
+        except ValueError:
+            raise HTTPException(400, "the body must be JSON") from None
+        settlement = parse_settlement(body)
+
+        def work() -> dict[str, Any]:
+            from ..errors import NotReconcilable
+            from ..identity import EpisodeId
+            from ..operations import episode_view
+            from ..paid import SubmissionLedger
+            from .page_settle import may_settle
+
+            eid = str(EpisodeId.parse(episode_id))
+            access = access_for(user)
+            seen = VisibleStore(store.get(), access).get(eid)  # 404 for an episode this user may not see
+            if not may_settle(user, seen, access):
+                raise HTTPException(403, f"you may not change the task instances of the DAG that owns {eid}")
+            try:
+                SubmissionLedger(store.get()).reconcile(
+                    eid,
+                    remote_ref=settlement.remote_ref,
+                    not_submitted=settlement.answer == "not_submitted",
+                    settled_by=user.get_name(),
+                    via="ui",
+                    comment=settlement.comment,
+                    expected_updated_at=settlement.seen_updated_at,
+                )
+            except NotReconcilable as exc:
+                raise HTTPException(409, store.scrub(str(exc))) from None
             return episode_view(visible(user), eid, now=page_now())
 
         return await run_in_threadpool(answer, work, user)

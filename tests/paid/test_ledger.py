@@ -23,6 +23,7 @@ from airflow_idempotent_jobs import (
     SubmissionState,
     SubmissionStateUnknown,
 )
+from airflow_idempotent_jobs.errors import NotReconcilable
 from airflow_idempotent_jobs.paid import (
     ProviderOutcomeUnknown,
     ProviderUnavailable,
@@ -364,3 +365,32 @@ def test_the_blocking_poll_sleeps_by_the_backoff(file_store: EpisodeStore, serve
     done = wait_for_terminal(ledger, eid, provider, timeout=60, initial_delay=0.25, max_delay=0.6, sleep=slept.append)
     assert done.submission.state is SubmissionState.SUCCEEDED
     assert slept == [0.25, 0.5, 0.6, 0.6]
+
+
+def test_a_person_settles_with_via_and_comment_and_a_changed_record_is_refused(
+    file_store: EpisodeStore, server: ProviderServer
+) -> None:
+    """What the operations page sends: who, via, why, and the record as they saw it (append-only)."""
+    server.configure(**CAPABILITIES["c-neither"], fault="drop_after_accept")
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    with pytest.raises(SubmissionStateUnknown):
+        ledger.submit(eid, provider, REQUEST)
+    lost = file_store.get(eid)
+    with pytest.raises(NotReconcilable, match="changed since it was shown"):
+        ledger.reconcile(eid, not_submitted=True, settled_by="carol", expected_updated_at="2026-01-01T00:00:00+00:00")
+    assert file_store.get(eid) == lost
+    settled = ledger.reconcile(
+        eid,
+        remote_ref="job-1",
+        settled_by="carol",
+        via="ui",
+        comment="the console shows it",
+        expected_updated_at=lost.updated_at,
+    )
+    sub = settled.submission
+    assert (sub.state, sub.remote_ref, sub.settled_by) == (SubmissionState.ACCEPTED, "job-1", "carol")
+    assert sub.history[: len(lost.submission.history)] == lost.submission.history
+    last = sub.history[-1]
+    assert (last["by"], last["via"], last["comment"], last["to"]) == ("carol", "ui", "the console shows it", "accepted")
+    assert file_store.get(eid) == settled

@@ -28,7 +28,8 @@ S = SubmissionState
 def _moved(episode: Episode, status: EpisodeStatus, *states: SubmissionState, **changes: Any) -> Episode:
     sub = episode.submission
     for state in states:
-        sub = sub.moved_to(state, episode_id=episode.episode_id, **({"token": "tok"} if state is S.SUBMITTING else {}))
+        token: dict[str, Any] = {"token": "tok"} if state is S.SUBMITTING else {}
+        sub = sub.moved_to(state, episode_id=episode.episode_id, **token)
     return dataclasses.replace(episode, status=status, submission=dataclasses.replace(sub, **changes))
 
 
