@@ -66,7 +66,7 @@ def create_app() -> FastAPI:
     """A new app; the plugin mounts one per api-server process."""
     app = FastAPI(
         title="Idempotent Jobs",
-        description="The week's jobs, spend and stuck submissions of airflow-idempotent-jobs (read-only).",
+        description="The week's jobs, spend and stuck submissions of airflow-idempotent-jobs.",
         docs_url=None,
         redoc_url=None,
         openapi_url=None,  # the schema would be the one route an anonymous user could read

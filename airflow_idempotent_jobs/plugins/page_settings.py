@@ -65,7 +65,7 @@ def current_week(now: dt.datetime) -> WeekId:
 
 
 class PageStore:
-    """The deployment's store, opened on first use and kept (its connection pool is reused), read only.
+    """The deployment's store, opened on first use and kept (its connection pool is reused); never created here.
 
     A failure to open is not kept: the next request tries again, so a store that comes back, or a
     fixed setting after a restart, needs nothing else.
