@@ -29,7 +29,7 @@ from e2e.airflow_rest import AirflowRest
 from e2e.deployment import AIRFLOW, PG_HOST, PG_PORT, PG_USER, free_port
 from e2e.tcp_relay import TcpRelay
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, MIMIC, Seeded
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, MIMIC, Seeded, lost_episode
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
@@ -441,30 +441,8 @@ def test_a_damaged_record_is_404_to_viewers_and_named_to_store_wide_users_the_we
 # -- settling an unknown submission from the page -------------------------------------------------
 def _unknown_episode(ui: UiDeployment, week: str, dag: str) -> dict[str, Any]:
     """A new episode of ``dag`` in ``week`` whose paid answer was lost, as the page shows it."""
-    import dataclasses
-
-    from airflow_idempotent_jobs.episode import EpisodeStatus, SubmissionState
-    from airflow_idempotent_jobs.operations import Owner
-
-    run_id = f"manual__settle_{os.urandom(4).hex()}"
     with open_store(ui.store_url) as store:
-        episode = store.allocate(
-            WeekId.parse(week), f"airflow:{dag}:allocate:{run_id}", owner=Owner.of_task(dag, "allocate", run_id, -1)
-        )
-        for state, extra in (
-            (
-                SubmissionState.SUBMITTING,
-                {"claimed_by": "seed:1:x", "claimed_at": "2026-01-01T00:00:00+00:00", "token": "tok-" + run_id},
-            ),
-            (SubmissionState.UNKNOWN, {"error": "answer lost (seeded)"}),
-        ):
-
-            def change(now: Any, state: Any = state, extra: Any = extra) -> Any:
-                submission = now.submission.moved_to(state, episode_id=episode.episode_id, note="seeded", **extra)
-                return dataclasses.replace(now, status=EpisodeStatus.RUNNING, submission=submission)
-
-            store.update(episode.episode_id, change)
-        shown = store.get(episode.episode_id)
+        shown = lost_episode(store, week, dag)
     return {"episode_id": shown.episode_id, "updated_at": shown.updated_at}
 
 

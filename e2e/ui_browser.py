@@ -50,8 +50,8 @@ from airflow_idempotent_jobs.stores import open_store
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
 from e2e.results import Results, run_deployed
-from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded
+from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, CAROL, READABLE, UiDeployment
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, lost_episode
 
 DOCS_IMG = REPO / "docs" / "img"
 #: Whose episode view each user opens (the owning DAG, or None for the migrated job).
@@ -92,7 +92,7 @@ class Expected:
 
     def counts_line(self, week: str) -> str:
         statuses = Counter(self.records[eid].status.value for eid in self.week(week))
-        return ", ".join(f"{s.value} {statuses[s.value]}" for s in EpisodeStatus)
+        return ", ".join(f"{s.value} {statuses[s.value]}" for s in EpisodeStatus if statuses[s.value])
 
 
 def task_instance_href(api_url: str, episode: Episode) -> str | None:
@@ -290,7 +290,7 @@ class UserChecks:
             [h.get("from") or "", h.get("to") or "", h.get("note") or ""]
             for h in record.to_dict()["submission"]["history"]
         ]
-        self.check("the submission history, step by step", [h[1:] for h in history] == want_history, history)
+        self.check("the submission history, step by step", [h[1:4] for h in history] == want_history, history)
         effects = browser.evaluate(
             "[...document.querySelectorAll('#effects tbody tr')].map(tr => [...tr.cells].map(td => td.innerText))"
         )
@@ -476,6 +476,75 @@ def damaged_record(ui: UiDeployment, out: Results, seeded: Seeded, shots: Path) 
             conn.execute(sql, (before, damaged))
 
 
+#: The week the settle walk's own lost episodes are in: far from the seeded weeks the users walk.
+SETTLE_WEEK = "2025-W10"
+
+
+def settle_from_the_page(ui: UiDeployment, out: Results, shots: Path) -> None:
+    """A viewer sees no control; the team's editor settles an unknown submission in the dialog, and the
+    record says who, how and why; a POST from the page's own session without the CSRF header is refused."""
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        eid = lost_episode(store, SETTLE_WEEK, ALPHA).episode_id
+    url = f"{ui.page_url}episodes/{eid}"
+    episode_loaded = "!document.querySelector('#episode-view').hidden || !document.querySelector('#error').hidden"
+    with Browser(ui.workdir, f"{ALICE}-settle") as browser:
+        _log_in(browser, ui, ALICE)
+        browser.goto(url)
+        browser.wait_until("the episode view", episode_loaded)
+        out.expect(
+            "[alice, a viewer of its DAG] the episode needs attention and offers no settle control",
+            browser.evaluate("document.querySelector('#settle-open').hidden") is True
+            and not browser.evaluate("document.querySelector('#episode-attention').hidden"),
+            browser.text("#episode-attention"),
+        )
+    with Browser(ui.workdir, f"{CAROL}-settle") as browser:
+        _log_in(browser, ui, CAROL)
+        browser.goto(url)
+        browser.wait_until("the episode view", episode_loaded)
+        bare = browser.evaluate(
+            f"fetch({json.dumps(f'/idempotent-jobs/api/episodes/{eid}/settle')}, {{method: 'POST', credentials:"
+            " 'same-origin', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({answer:"
+            " 'not_submitted', comment: 'forged'})}).then(r => r.status)"
+        )
+        out.expect("[carol] a POST with the session's cookie but no CSRF header is refused", bare == 403, bare)
+        browser.click("#settle-open")
+        browser.wait_until("the settle dialog", "document.querySelector('#settle-dialog').open")
+        browser.click("input[name=answer][value=not_submitted]")
+        browser.type_into("#settle-comment", "no job in the provider's console for this token")
+        meaning = browser.text("#settle-dialog")
+        browser.screenshot(shots / f"{CAROL}-settle-dialog.png")
+        out.expect(
+            "[carol] the dialog says what each answer means for payment",
+            "pays for nothing more" in meaning and "submits once" in meaning,
+            meaning,
+        )
+        browser.click("#settle-confirm")
+        browser.wait_until(
+            "the settled episode",
+            "!document.querySelector('#settle-dialog').open && document.querySelector('#settle-open').hidden",
+        )
+        browser.screenshot(shots / f"{CAROL}-settled.png")
+        browser.evaluate("localStorage.setItem('theme', 'dark')")  # what Airflow's own theme switch stores
+        browser.goto(url)
+        browser.wait_until("the episode view", episode_loaded)
+        background = browser.evaluate("getComputedStyle(document.body).backgroundColor")
+        browser.screenshot(shots / f"{CAROL}-dark.png")
+        out.expect(
+            "[carol] Airflow's dark theme (its localStorage 'theme') makes the page dark",
+            browser.evaluate("document.documentElement.dataset.theme") == "dark" and background == "rgb(26, 32, 44)",
+            background,
+        )
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        sub = store.get(eid).submission
+    last = sub.history[-1]
+    out.expect(
+        "[carol, an editor of its DAG] settled it in the dialog: not submitted, by carol, via ui, with the comment",
+        (sub.state.value, sub.settled_by, last.get("via"), last.get("comment"))
+        == ("none", CAROL, "ui", "no job in the provider's console for this token"),
+        {"state": sub.state.value, "settled_by": sub.settled_by, "last history entry": last},
+    )
+
+
 def _log_in(browser: Browser, ui: UiDeployment, user: str) -> None:
     browser.goto(f"{ui.api_url}/auth/login?next={quote(ui.page_url, safe='')}")
     browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
@@ -514,6 +583,10 @@ def run(ui: UiDeployment, out: Results, shots: Path) -> None:
             damaged_record(ui, out, seeded, shots)
         except BrowserError as exc:
             out.expect("[damaged record] the walk ran to the end", False, exc)
+        try:
+            settle_from_the_page(ui, out, shots)
+        except BrowserError as exc:
+            out.expect("[settle] the walk ran to the end", False, exc)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -540,6 +613,7 @@ def main() -> int:
         # The week as it opens inside Airflow's UI, for the user who sees every state.
         shutil.copyfile(shots / f"{ADMIN}-0-navigation.png", DOCS_IMG / "ui-week.png")
         shutil.copyfile(shots / f"{ALICE}-3-episode.png", DOCS_IMG / "ui-episode.png")
+        shutil.copyfile(shots / f"{CAROL}-settle-dialog.png", DOCS_IMG / "ui-settle.png")
         say(f"screenshots copied to {DOCS_IMG}")
     # The screenshots are the run's record: kept even when the run passed; logs only when it failed.
     if out.ok and not args.keep:

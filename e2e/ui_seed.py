@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,3 +174,20 @@ def seed(store: EpisodeStore, now: dt.datetime | None = None) -> Seeded:
     )
     facts.hostile = hostile.episode_id
     return facts
+
+
+def lost_episode(store: EpisodeStore, week: str, dag: str) -> Episode:
+    """A new episode of ``dag`` (owned as its operator records it) in ``week`` whose paid answer was
+    lost (``unknown``), for the settle checks: each makes its own, so the seeded weeks stay as they are."""
+    run_id = f"manual__settle_{os.urandom(4).hex()}"
+    key = f"airflow:{dag}:allocate:{run_id}"
+    episode = store.allocate(WeekId.parse(week), key, owner=Owner.of_task(dag, "allocate", run_id, -1))
+    claim = {"claimed_by": "seed:1:x", "claimed_at": "2026-01-01T00:00:00+00:00", "token": f"tok-{run_id}"}
+    for state, extra in ((_S.SUBMITTING, claim), (_S.UNKNOWN, {"error": "answer lost (seeded)"})):
+
+        def change(now: Episode, state: SubmissionState = state, extra: dict[str, Any] = extra) -> Episode:
+            submission = now.submission.moved_to(state, episode_id=episode.episode_id, note="seeded", **extra)
+            return dataclasses.replace(now, status=EpisodeStatus.RUNNING, submission=submission)
+
+        store.update(episode.episode_id, change)
+    return store.get(episode.episode_id)

@@ -128,7 +128,8 @@ def create_app() -> FastAPI:
 
         def work() -> dict[str, Any]:
             now = page_now()
-            return weeks_view(visible(user), current=current_week(now), count=WEEKS_LISTED, now=now)
+            view = weeks_view(visible(user), current=current_week(now), count=WEEKS_LISTED, now=now)
+            return {**view, "week_zone": str(now.tzinfo)}  # the zone whose calendar says which week is current
 
         return await run_in_threadpool(answer, work, user)
 
@@ -150,9 +151,17 @@ def create_app() -> FastAPI:
 
         def work() -> dict[str, Any]:
             from ..identity import EpisodeId
+            from .page_settle import settle_offer
 
             eid = str(EpisodeId.parse(episode_id))
-            return episode_view(visible(user), eid, now=page_now())
+            access = access_for(user)
+            visible_store = VisibleStore(store.get(), access)
+            now = page_now()
+            view = episode_view(visible_store, eid, now=now)
+            offer = settle_offer(user, visible_store.get(eid), access, now)
+            if offer is not None:  # the record as this view shows it: a change since is refused on settling
+                offer["seen_updated_at"] = view["episode"]["updated_at"]
+            return {**view, "settle": offer}
 
         return await run_in_threadpool(answer, work, user)
 

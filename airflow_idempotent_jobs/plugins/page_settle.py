@@ -18,6 +18,7 @@ site cannot read, so cannot compute), which ``GET /api/session`` hands to the pa
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -32,7 +33,15 @@ if TYPE_CHECKING:
     from ..episode import Episode
     from .page_auth import Access
 
-__all__ = ["CSRF_HEADER", "Settlement", "check_same_origin", "csrf_token", "may_settle", "parse_settlement"]
+__all__ = [
+    "CSRF_HEADER",
+    "Settlement",
+    "check_same_origin",
+    "csrf_token",
+    "may_settle",
+    "parse_settlement",
+    "settle_offer",
+]
 
 #: The header a state-changing request carries its token in.
 CSRF_HEADER: Final = "X-CSRF-Token"
@@ -142,3 +151,13 @@ def may_settle(user: BaseUser, episode: Episode, access: Access) -> bool:
         entity = DagAccessEntity.TASK_INSTANCE
         return bool(manager.is_authorized_dag(method="PUT", access_entity=entity, details=details, user=user))
     return access.store_wide and bool(manager.is_authorized_connection(method="PUT", user=user))
+
+
+def settle_offer(user: BaseUser, episode: Episode, access: Access, now: dt.datetime) -> dict[str, Any] | None:
+    """What the episode view offers this user: None unless its paid submission needs a person's
+    answer (it is in "needs attention", as `operations.attention` says) and the user may give it."""
+    from ..operations import attention
+
+    if attention(episode, now=now) is None or not may_settle(user, episode, access):
+        return None
+    return {"answers": list(ANSWERS), "seen_updated_at": episode.updated_at}

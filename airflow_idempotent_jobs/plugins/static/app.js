@@ -58,6 +58,55 @@ function cell(row, content) {
   return td;
 }
 
+// Times in the zone the user picked in Airflow's UI (its localStorage "timezone", shared by this
+// same-origin page), short ("Mon 12-01 19:10"); the stored value in full on hover.
+function userTimeZone() {
+  let zone = null;
+  try {
+    const stored = localStorage.getItem("timezone");
+    zone = stored === null ? null : JSON.parse(stored);
+  } catch (_) {
+    zone = null;
+  }
+  try {
+    if (typeof zone === "string" && zone) {
+      new Intl.DateTimeFormat("en-GB", { timeZone: zone });
+      return zone;
+    }
+  } catch (_) {
+    /* an unknown zone name: the browser's own below */
+  }
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+}
+
+const TIME_ZONE = userTimeZone();
+
+function when(iso) {
+  if (iso === null || iso === undefined || iso === "") return "";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return el("span", iso);
+  const parts = {};
+  const format = new Intl.DateTimeFormat("en-GB", {
+    timeZone: TIME_ZONE, weekday: "short", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23",
+  });
+  for (const part of format.formatToParts(date)) parts[part.type] = part.value;
+  return el("time", `${parts.weekday} ${parts.month}-${parts.day} ${parts.hour}:${parts.minute}`, {
+    datetime: iso, title: `${iso} (shown in ${TIME_ZONE})`, class: "when",
+  });
+}
+
+// Airflow's own light or dark theme (its localStorage "theme": light, dark or system).
+function applyTheme() {
+  let theme = "system";
+  try {
+    theme = localStorage.getItem("theme") || "system";
+  } catch (_) {
+    theme = "system";
+  }
+  const dark = theme === "dark" || (theme !== "light" && matchMedia("(prefers-color-scheme: dark)").matches);
+  document.documentElement.dataset.theme = dark ? "dark" : "light";
+}
+
 function money(value) {
   return value === null || value === undefined ? "" : Number(value).toFixed(2);
 }
@@ -148,7 +197,10 @@ function renderCounts(counts) {
   for (const [kind, byState] of Object.entries(counts || {})) {
     const p = el("p", null, { class: "count-line", "data-kind": kind });
     p.appendChild(el("strong", `${kind}: `));
-    const parts = Object.entries(byState).map(([state, n]) => `${state} ${n}`);
+    // Zero counts are folded away: the line names only the states something is in.
+    const parts = Object.entries(byState)
+      .filter(([, n]) => n !== 0)
+      .map(([state, n]) => `${state} ${n}`);
     p.appendChild(el("span", parts.length ? parts.join(", ") : "none"));
     box.appendChild(p);
   }
@@ -204,8 +256,8 @@ function renderWeek(week) {
     cell(tr, row.remote_ref);
     cell(tr, money(row.cost));
     cell(tr, row.decision);
-    cell(tr, row.created_at);
-    cell(tr, row.updated_at);
+    cell(tr, when(row.created_at));
+    cell(tr, when(row.updated_at));
     cell(tr, row.owner ? ownerNode(row.owner, row.owner_source) : row.allocation_key);
     body.appendChild(tr);
   }
@@ -251,22 +303,25 @@ function renderEpisode(view) {
   definition(summary, "Estimated cost", money(submission.estimated_cost));
   if (submission.cost_anomaly) definition(summary, "Cost anomaly", submission.cost_anomaly);
   definition(summary, "Attempts", submission.attempts);
-  definition(summary, "Error", submission.error);
+  // The error of the state it is in; an earlier attempt's error stays in the history below.
+  if (submission.error && ["failed", "unknown"].includes(submission.state)) definition(summary, "Error", submission.error);
   definition(summary, "Allocation key", episode.allocation_key);
   definition(summary, "Owner", view.owner ? ownerNode(view.owner, view.owner_source) : "none (none recorded, no DAG named by the key)");
-  definition(summary, "Created", episode.created_at);
-  definition(summary, "Updated", episode.updated_at);
+  definition(summary, "Created", when(episode.created_at));
+  definition(summary, "Updated", when(episode.updated_at));
 
   const attention = $("#episode-attention-list");
   attention.textContent = "";
   for (const item of view.attention) attention.appendChild(attentionItem(item, false));
   $("#episode-attention").hidden = view.attention.length === 0;
+  offerSettle(episode.episode_id, view.settle);
 
   const history = $("#submission-history tbody");
   history.textContent = "";
   for (const entry of submission.history || []) {
     const tr = el("tr");
-    for (const name of ["at", "from", "to", "note"]) cell(tr, entry[name]);
+    cell(tr, when(entry.at));
+    for (const name of ["from", "to", "note", "by", "via", "comment"]) cell(tr, entry[name]);
     history.appendChild(tr);
   }
 
@@ -280,7 +335,7 @@ function renderEpisode(view) {
     cell(tr, effect.attempts);
     cell(tr, effect.result === null || effect.result === undefined ? "" : JSON.stringify(effect.result));
     cell(tr, effect.error);
-    cell(tr, effect.updated_at);
+    cell(tr, when(effect.updated_at));
     effects.appendChild(tr);
   }
   $("#effects-section").hidden = named.length === 0;
@@ -289,23 +344,86 @@ function renderEpisode(view) {
   gate.textContent = "";
   definition(gate, "Decision", approval.decision || "none");
   definition(gate, "By", approval.by);
-  definition(gate, "At", approval.at);
+  definition(gate, "At", when(approval.at));
   definition(gate, "Via", approval.via);
   definition(gate, "Comment", approval.comment);
   const events = $("#approval-history tbody");
   events.textContent = "";
   for (const entry of approval.history || []) {
     const tr = el("tr");
-    for (const name of ["at", "event", "by", "via", "comment"]) cell(tr, entry[name]);
+    cell(tr, when(entry.at));
+    for (const name of ["event", "by", "via", "comment"]) cell(tr, entry[name]);
     events.appendChild(tr);
   }
+  // Empty sections are hidden: no approval asked or decided, no migration record or metadata.
+  $("#approval-section").hidden = !approval.decision && !(approval.history || []).length;
+  $("#metadata-section").hidden = Object.keys(episode.metadata || {}).length === 0;
 
   $("#metadata").textContent = shownJson(episode.metadata || {});
   $("#record").textContent = shownJson(episode);
   $("#episode-view").hidden = false;
 }
 
+// Settling an unknown paid submission: offered only when the API says this user may (view.settle).
+// The POST carries the session's CSRF token in a header (GET /api/session); the browser adds Origin.
+let settling = null;
+
+function offerSettle(episodeId, offer) {
+  settling = offer ? { episodeId, seen: offer.seen_updated_at } : null;
+  $("#settle-open").hidden = !offer;
+}
+
+async function settle(form) {
+  const data = new FormData(form);
+  const answer = data.get("answer");
+  const body = { answer, comment: String(data.get("comment") || ""), seen_updated_at: settling.seen };
+  if (answer === "ours") body.remote_ref = String(data.get("remote_ref") || "").trim();
+  const session = await api("session");
+  const reply = await fetch(`${ROOT}/api/episodes/${encodeURIComponent(settling.episodeId)}/settle`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRF-Token": session.csrf_token },
+    body: JSON.stringify(body),
+  });
+  const result = await reply.json().catch(() => null);
+  if (!reply.ok) throw new ApiError(reply.status, result && typeof result.detail === "string" ? result.detail : reply.statusText);
+  return result;
+}
+
+function wireSettle() {
+  const dialog = $("#settle-dialog");
+  const form = $("#settle-form");
+  const error = $("#settle-error");
+  $("#settle-open").addEventListener("click", () => {
+    form.reset();
+    error.hidden = true;
+    $("#settle-episode").textContent = settling ? settling.episodeId : "";
+    dialog.showModal();
+  });
+  $("#settle-cancel").addEventListener("click", () => dialog.close());
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const answer = new FormData(form).get("answer");
+    if (answer === "ours" && !$("#settle-ref").value.trim()) {
+      error.textContent = "Give the provider's job id.";
+      error.hidden = false;
+      return;
+    }
+    try {
+      const view = await settle(form);
+      dialog.close();
+      renderEpisode(view);
+    } catch (failure) {
+      error.textContent = failure instanceof ApiError ? `Refused (${failure.status}): ${failure.message}` : String(failure);
+      error.hidden = false;
+    }
+  });
+}
+
 async function main() {
+  applyTheme();
+  $("#time-zone").textContent = `Times in ${TIME_ZONE} (as chosen in Airflow's UI).`;
+  wireSettle();
   $("#week-picker").addEventListener("submit", (event) => {
     event.preventDefault();
     location.href = weekUrl($("#week-input").value);
@@ -317,6 +435,7 @@ async function main() {
       renderEpisode(await api(`episodes/${encodeURIComponent(id)}`));
     } else {
       const weeks = await api("weeks");
+      $("#time-zone").textContent = `ISO weeks in ${weeks.week_zone} (the deployment's [idempotent_jobs] timezone); times shown in ${TIME_ZONE} (as chosen in Airflow's UI).`;
       const wanted = new URLSearchParams(location.search).get("week") || weeks.current;
       renderWeek(await api(`weeks/${encodeURIComponent(wanted)}`));
       renderWeeks(weeks);
