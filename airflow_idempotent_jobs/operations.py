@@ -39,6 +39,7 @@ from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
 from .record_rules import WeekRead
 from .task_key import Owner, episode_owner, owner_of
+from .week_rows import RowQuery, select
 
 
 class ReadableStore(Protocol):
@@ -218,10 +219,13 @@ def week_view(
     budget: float | None,
     now: dt.datetime,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
+    rows: RowQuery | None = None,
 ) -> dict[str, Any]:
     """The week's rows, totals, attention list and damaged records. ``now`` is aware; its zone decides ``current``.
 
     Totals, counts and attention are of the readable episodes: ``damaged`` names what they leave out.
+    With ``rows`` (the page), ``episodes`` is the page of rows it selects and ``rows`` says where that
+    page is (`week_rows.select`); totals, counts and attention stay of the whole week.
     """
     week_id = WeekId.parse(week)
     budget = checked_amount("weekly_budget", budget)
@@ -229,7 +233,8 @@ def week_view(
     read = store.read_week(week_id)
     episodes = read.episodes
     spend, unknown = _spend(episodes)
-    return {
+    listed, where = (episodes, None) if rows is None else select(episodes, rows)
+    view = {
         "week_id": str(week_id),
         "previous": _shifted(week_id, -7),
         "next": _shifted(week_id, 7),
@@ -238,10 +243,13 @@ def week_view(
         "spend": spend,
         "spend_unknown": unknown,
         "counts": _counts(episodes),
-        "episodes": [row(e) for e in episodes],
+        "episodes": [row(e) for e in listed],
         "attention": _attention(episodes, now, claim_lease),
         "damaged": [damage.to_dict() for damage in read.damaged],
     }
+    if where is not None:
+        view["rows"] = where
+    return view
 
 
 def weeks_view(

@@ -134,14 +134,16 @@ def create_app() -> FastAPI:
         return await run_in_threadpool(answer, work, user)
 
     @app.get("/api/weeks/{week_id}")
-    async def api_week(week_id: str, user: ApiUser) -> dict[str, Any]:
+    async def api_week(week_id: str, request: Request, user: ApiUser) -> dict[str, Any]:
         from ..operations import week_view
 
         def work() -> dict[str, Any]:
             from ..identity import WeekId
+            from ..week_rows import RowQuery
 
             week = WeekId.parse(week_id)  # a bad id is 400 before the store or the auth manager is asked
-            return week_view(visible(user), week, budget=weekly_budget(), now=page_now())
+            rows = RowQuery.parse(dict(request.query_params))  # so is a bad filter, sort or page
+            return week_view(visible(user), week, budget=weekly_budget(), now=page_now(), rows=rows)
 
         return await run_in_threadpool(answer, work, user)
 
