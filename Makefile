@@ -69,7 +69,8 @@ demo-cli: install
 bench: install
 	$(BIN)/python benchmarks/allocate.py
 
-# The page's JSON for a 500-episode week in a 20 000-episode store against listing that week.
+# The page's JSON against listing the week, in a 20 000-episode store: a whole 500-episode week, and
+# one page of rows of a 5 000-episode week (filtered, sorted, searched).
 bench-ui: install
 	$(BIN)/python benchmarks/ui_week.py
 

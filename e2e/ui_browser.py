@@ -51,7 +51,7 @@ from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
 from e2e.results import Results, run_deployed
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, CAROL, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, lost_episode
+from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, big_week, lost_episode
 
 DOCS_IMG = REPO / "docs" / "img"
 #: Whose episode view each user opens (the owning DAG, or None for the migrated job).
@@ -545,6 +545,77 @@ def settle_from_the_page(ui: UiDeployment, out: Results, shots: Path) -> None:
     )
 
 
+#: A week of BIG_WEEK_SIZE episodes for the filter, search, sort and page checks.
+BIG_WEEK, BIG_WEEK_SIZE = "2025-W20", 5_000
+ROWS = "[...document.querySelectorAll('#episodes tbody tr')].map(tr => [...tr.cells].map(td => td.innerText))"
+
+
+def filters_search_sort_pages(ui: UiDeployment, out: Results, shots: Path) -> None:
+    """A week of 5 000 episodes: one page of 100 rows, filtered, searched, sorted and paged in the browser."""
+    started = time.monotonic()
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        made = big_week(store, BIG_WEEK, BIG_WEEK_SIZE)
+    say(f"seeded a week of {BIG_WEEK_SIZE} episodes in {time.monotonic() - started:.0f}s")
+    week_loaded = "!document.querySelector('#week-view').hidden || !document.querySelector('#error').hidden"
+    with Browser(ui.workdir, f"{ADMIN}-big-week") as browser:
+        _log_in(browser, ui, ADMIN)
+
+        def open_week(query: str) -> float:
+            started = time.monotonic()
+            browser.goto(f"{ui.page_url}?week={BIG_WEEK}{query}")
+            browser.wait_until("the big week", week_loaded)
+            return time.monotonic() - started
+
+        seconds = open_week("")
+        rows = browser.evaluate(ROWS)
+        info = browser.text("#page-info")
+        out.expect(
+            f"[big week] {BIG_WEEK_SIZE} episodes: the first page of 100 rows in episode order ({seconds:.1f} s)",
+            len(rows) == 100
+            and rows[0][0] == f"{BIG_WEEK}-0"
+            and rows[99][0] == f"{BIG_WEEK}-99"
+            and info == f"1-100 of {BIG_WEEK_SIZE} matching ({BIG_WEEK_SIZE} this week), page 1 of 50",
+            {"info": info, "first": rows[:1], "last": rows[-1:]},
+        )
+        browser.click("#page-next")
+        browser.wait_until("page 2", "document.querySelector('#page-info').innerText.startsWith('101-200')")
+        rows = browser.evaluate(ROWS)
+        out.expect("[big week] the next page: rows 101-200", [r[0] for r in rows[:1]] == [f"{BIG_WEEK}-100"], rows[:1])
+        open_week("")
+        browser.evaluate("document.querySelector('#filters select[name=submission]').value = 'unknown'")
+        browser.click("#filters button[type=submit]")
+        browser.wait_until("the filter", "new URLSearchParams(location.search).get('submission') === 'unknown'")
+        browser.wait_until("the filtered rows", week_loaded)
+        rows = browser.evaluate(ROWS)
+        out.expect(
+            "[big week] submission = unknown: exactly the lost ones",
+            sorted(r[0] for r in rows) == sorted(made["unknown"]) and all(r[2] == "unknown" for r in rows),
+            {"rows": len(rows), "info": browser.text("#page-info")},
+        )
+        browser.screenshot(shots / f"{ADMIN}-6-big-week-filtered.png")
+        eid, token = next(iter(made["tokens"].items()))
+        open_week(f"&q={quote(token.upper())}")
+        rows = browser.evaluate(ROWS)
+        out.expect(
+            f"[big week] a search by token (any case) finds its episode {eid}", [r[0] for r in rows] == [eid], rows
+        )
+        open_week("")
+        browser.click("#episodes th[data-sort=cost]")  # ascending
+        browser.wait_until("sorted by cost", "new URLSearchParams(location.search).get('sort') === 'cost'")
+        browser.wait_until("the sorted rows", week_loaded)
+        browser.click("#episodes th[data-sort=cost]")  # then descending
+        browser.wait_until("descending", "new URLSearchParams(location.search).get('order') === 'desc'")
+        browser.wait_until("the sorted rows", week_loaded)
+        rows = browser.evaluate(ROWS)
+        top = max(made["paid"], key=made["paid"].get)
+        out.expect(
+            "[big week] a click on Cost, then again: the dearest first",
+            rows[0][0] == top
+            and browser.evaluate("document.querySelector('th[data-sort=cost]').ariaSort") == "descending",
+            rows[:3],
+        )
+
+
 def _log_in(browser: Browser, ui: UiDeployment, user: str) -> None:
     browser.goto(f"{ui.api_url}/auth/login?next={quote(ui.page_url, safe='')}")
     browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
@@ -587,6 +658,10 @@ def run(ui: UiDeployment, out: Results, shots: Path) -> None:
             settle_from_the_page(ui, out, shots)
         except BrowserError as exc:
             out.expect("[settle] the walk ran to the end", False, exc)
+        try:
+            filters_search_sort_pages(ui, out, shots)
+        except BrowserError as exc:
+            out.expect("[big week] the walk ran to the end", False, exc)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

@@ -191,3 +191,42 @@ def lost_episode(store: EpisodeStore, week: str, dag: str) -> Episode:
 
         store.update(episode.episode_id, change)
     return store.get(episode.episode_id)
+
+
+def big_week(store: EpisodeStore, week: str, count: int, dag: str = ALPHA) -> dict[str, Any]:
+    """``count`` episodes of ``dag`` in ``week``, as its operator records them: every 100th (from
+    1) lost its paid answer, every 100th from 2 is paid with a cost of its number. What was made."""
+    run = "scheduled__bigweek"
+    made: dict[str, Any] = {"unknown": [], "paid": {}, "tokens": {}}
+    for n in range(count):
+        run_id = f"{run}_{n:05d}"
+        episode = store.allocate(
+            WeekId.parse(week), f"airflow:{dag}:allocate:{run_id}", owner=Owner.of_task(dag, "allocate", run_id, -1)
+        )
+        if n % 100 not in (1, 2):
+            continue
+        token = f"tok-big-{n:05d}"
+        made["tokens"][episode.episode_id] = token
+        steps: list[tuple[SubmissionState, dict[str, Any]]] = [
+            (_S.SUBMITTING, {"claimed_by": "seed:1:x", "claimed_at": "2026-01-01T00:00:00+00:00", "token": token})
+        ]
+        if n % 100 == 1:
+            steps.append((_S.UNKNOWN, {"error": "answer lost (seeded)"}))
+            made["unknown"].append(episode.episode_id)
+        else:
+            steps += [(_S.ACCEPTED, {"remote_ref": f"job-big-{n:05d}"}), (_S.SUCCEEDED, {"cost": float(n)})]
+            made["paid"][episode.episode_id] = float(n)
+        for state, extra in steps:
+            status = EpisodeStatus.SUCCEEDED if state is _S.SUCCEEDED else EpisodeStatus.RUNNING
+
+            def change(
+                now: Episode,
+                state: SubmissionState = state,
+                extra: dict[str, Any] = extra,
+                status: EpisodeStatus = status,
+            ) -> Episode:
+                submission = now.submission.moved_to(state, episode_id=now.episode_id, note="seeded", **extra)
+                return dataclasses.replace(now, status=status, submission=submission)
+
+            store.update(episode.episode_id, change)
+    return made

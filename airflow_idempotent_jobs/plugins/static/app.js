@@ -115,6 +115,84 @@ function weekUrl(week) {
   return `${ROOT}/?week=${encodeURIComponent(week)}`;
 }
 
+// The week view's rows are chosen by the page's own query string (shareable, kept on reload):
+// these names are passed to the API as they are.
+const ROW_PARAMS = ["status", "submission", "decision", "dag", "q", "sort", "order", "page"];
+const CHOICES = {
+  status: ["allocated", "running", "succeeded", "failed", "cancelled", "rejected"],
+  submission: ["none", "submitting", "accepted", "succeeded", "failed", "unknown"],
+  decision: ["approved", "rejected", "asked", "none"],
+};
+
+function rowParams() {
+  const here = new URLSearchParams(location.search);
+  const out = new URLSearchParams();
+  for (const name of ROW_PARAMS) if (here.get(name)) out.set(name, here.get(name));
+  return out;
+}
+
+function withRows(changes) {
+  const here = new URLSearchParams(location.search);
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null || value === undefined || value === "") here.delete(name);
+    else here.set(name, String(value));
+  }
+  return `${ROOT}/?${here.toString()}`;
+}
+
+function fillSelect(select, values, chosen) {
+  select.length = 1; // keeps "any"
+  for (const value of values) {
+    const option = el("option", value, { value });
+    if (value === chosen) option.selected = true;
+    select.appendChild(option);
+  }
+}
+
+function renderRows(rows) {
+  const params = rowParams();
+  const form = $("#filters");
+  for (const name of Object.keys(CHOICES)) fillSelect(form.elements[name], CHOICES[name], params.get(name));
+  fillSelect(form.elements.dag, rows ? rows.dags : [], params.get("dag"));
+  form.elements.q.value = params.get("q") || "";
+  for (const th of document.querySelectorAll("#episodes th[data-sort]")) {
+    const column = th.dataset.sort;
+    const active = rows && rows.sort === column;
+    th.setAttribute("aria-sort", active ? (rows.order === "desc" ? "descending" : "ascending") : "none");
+    th.classList.toggle("sorted", Boolean(active));
+    th.title = "Sort by this column";
+  }
+  if (!rows) return;
+  const first = rows.matching ? (rows.page - 1) * rows.per_page + 1 : 0;
+  const last = Math.min(rows.page * rows.per_page, rows.matching);
+  $("#page-info").textContent = `${first}-${last} of ${rows.matching} matching (${rows.total} this week), page ${rows.page} of ${rows.pages}`;
+  $("#page-previous").hidden = rows.page <= 1;
+  $("#page-previous").href = withRows({ page: rows.page - 1 });
+  $("#page-next").hidden = rows.page >= rows.pages;
+  $("#page-next").href = withRows({ page: rows.page + 1 });
+}
+
+function wireRows() {
+  const form = $("#filters");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const changes = { page: null };
+    for (const name of ["status", "submission", "decision", "dag", "q"]) changes[name] = form.elements[name].value.trim();
+    location.href = withRows(changes);
+  });
+  $("#filters-clear").addEventListener("click", () => {
+    location.href = withRows({ status: null, submission: null, decision: null, dag: null, q: null, page: null });
+  });
+  for (const th of document.querySelectorAll("#episodes th[data-sort]")) {
+    th.addEventListener("click", () => {
+      const here = new URLSearchParams(location.search);
+      const same = (here.get("sort") || "episode_id") === th.dataset.sort;
+      const order = same && (here.get("order") || "asc") === "asc" ? "desc" : "asc";
+      location.href = withRows({ sort: th.dataset.sort, order, page: null });
+    });
+  }
+}
+
 function episodeUrl(id) {
   return `${ROOT}/episodes/${encodeURIComponent(id)}`;
 }
@@ -262,6 +340,7 @@ function renderWeek(week) {
     body.appendChild(tr);
   }
   $("#episodes-none").hidden = week.episodes.length > 0;
+  renderRows(week.rows);
   $("#week-view").hidden = false;
 }
 
@@ -422,6 +501,7 @@ function wireSettle() {
 
 async function main() {
   applyTheme();
+  wireRows();
   $("#time-zone").textContent = `Times in ${TIME_ZONE} (as chosen in Airflow's UI).`;
   wireSettle();
   $("#week-picker").addEventListener("submit", (event) => {
@@ -437,7 +517,8 @@ async function main() {
       const weeks = await api("weeks");
       $("#time-zone").textContent = `ISO weeks in ${weeks.week_zone} (the deployment's [idempotent_jobs] timezone); times shown in ${TIME_ZONE} (as chosen in Airflow's UI).`;
       const wanted = new URLSearchParams(location.search).get("week") || weeks.current;
-      renderWeek(await api(`weeks/${encodeURIComponent(wanted)}`));
+      const query = rowParams().toString();
+      renderWeek(await api(`weeks/${encodeURIComponent(wanted)}${query ? `?${query}` : ""}`));
       renderWeeks(weeks);
     }
   } catch (error) {
