@@ -47,11 +47,12 @@ import psycopg
 from airflow_idempotent_jobs.episode import Episode, EpisodeStatus
 from airflow_idempotent_jobs.operations import episode_owner
 from airflow_idempotent_jobs.stores import open_store
+from e2e.airflow_rest import AirflowRest
 from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
 from e2e.results import Results, run_deployed
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, CAROL, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, big_week, lost_episode
+from e2e.ui_seed import ALPHA, ALPHA_PAID, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, big_week, lost_episode
 
 DOCS_IMG = REPO / "docs" / "img"
 #: Whose episode view each user opens (the owning DAG, or None for the migrated job).
@@ -616,6 +617,37 @@ def filters_search_sort_pages(ui: UiDeployment, out: Results, shots: Path) -> No
         )
 
 
+def airflow_state(ui: UiDeployment, out: Results, shots: Path) -> None:
+    """A real run whose paid task failed: the episode view shows the run's and the paid task's states,
+    as Airflow's REST API has them for the user, and links to that try's log."""
+    rest = AirflowRest(ui.api_url, ADMIN, ui.passwords[ADMIN])
+    rest.login()
+    run = rest._call("POST", f"/api/v2/dags/{ALPHA_PAID}/dagRuns", {"logical_date": "2020-03-11T00:00:00Z", "conf": {}})
+    run_id = str(run["dag_run_id"])
+    state = rest.wait_for_run(ALPHA_PAID, run_id, timeout=180)
+    generate = rest.task_instance(ALPHA_PAID, run_id, "generate")
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        (episode,) = [
+            e for e in store.list("2020-W11") if e.allocation_key == f"airflow:{ALPHA_PAID}:allocate:{run_id}"
+        ]
+    with Browser(ui.workdir, f"{ALICE}-airflow-state") as browser:
+        _log_in(browser, ui, ALICE)
+        browser.goto(f"{ui.page_url}episodes/{episode.episode_id}")
+        browser.wait_until("the Airflow states", "!document.querySelector('#airflow-section').hidden")
+        shown = _definitions(browser, "#airflow-state")
+        href = browser.evaluate("document.querySelector('#airflow-state a.try-log')?.getAttribute('href')")
+        browser.screenshot(shots / f"{ALICE}-7-airflow-state.png")
+    want_href = f"/dags/{ALPHA_PAID}/runs/{quote(run_id, safe='')}/tasks/generate?try_number={generate['try_number']}"
+    out.expect(
+        "[alice] the episode of a failed paid run shows the run's and the paid task's states and its try's log link",
+        state == "failed"
+        and shown.get("DAG run") == "failed"
+        and shown.get("Paid task generate", "").startswith(f"{generate['state']} (try {generate['try_number']})")
+        and href == want_href,
+        {"REST": (state, generate["state"], generate["try_number"]), "shown": shown, "href": href},
+    )
+
+
 def _log_in(browser: Browser, ui: UiDeployment, user: str) -> None:
     browser.goto(f"{ui.api_url}/auth/login?next={quote(ui.page_url, safe='')}")
     browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
@@ -662,6 +694,10 @@ def run(ui: UiDeployment, out: Results, shots: Path) -> None:
             filters_search_sort_pages(ui, out, shots)
         except BrowserError as exc:
             out.expect("[big week] the walk ran to the end", False, exc)
+        try:
+            airflow_state(ui, out, shots)
+        except (BrowserError, RuntimeError, TimeoutError) as exc:
+            out.expect("[airflow state] the walk ran to the end", False, exc)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

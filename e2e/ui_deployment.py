@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.deployment import AIRFLOW, Deployment, free_port, wait_for
-from e2e.ui_seed import ALPHA, BETA, MIMIC, Seeded, seed
+from e2e.ui_seed import ALPHA, ALPHA_PAID, BETA, MIMIC, Seeded, seed
 
 DAGS = Path(__file__).resolve().parent / "dags_ui"
 ADMIN, ALICE, BOB = "admin", "alice", "bob"
@@ -57,7 +57,7 @@ class UiDeployment(Deployment):
     executor: str = "LocalExecutor"
     workers: tuple[str, ...] = ()
     prediction_api: bool = False
-    dag_ids: tuple[str, ...] = (ALPHA, BETA, MIMIC)
+    dag_ids: tuple[str, ...] = (ALPHA, BETA, MIMIC, ALPHA_PAID)
     #: No DAG here pays: the base's provider Connection only needs a well-formed URL (nothing listens).
     provider_url: str = "http://127.0.0.1:9"
     passwords: dict[str, str] = field(

@@ -21,6 +21,8 @@ from airflow_idempotent_jobs.operations import Owner, owner_of
 from airflow_idempotent_jobs.stores import EpisodeStore
 
 ALPHA, BETA = "ij_ui_alpha", "ij_ui_beta"
+#: team_a's DAG with a paid step that fails (e2e/dags_ui/ij_ui_alpha.py); it seeds nothing.
+ALPHA_PAID = "ij_ui_alpha_paid"
 #: team_b's DAG that names ALPHA in its allocation keys (e2e/dags_ui/ij_ui_beta.py); it seeds nothing.
 MIMIC = "ij_ui_beta_mimic"
 #: The key of the migrated job: no DAG named, so only store-wide users see it.

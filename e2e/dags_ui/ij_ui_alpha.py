@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 
 from airflow_idempotent_jobs.decorators import episode_task
 from airflow_idempotent_jobs.episode import Episode
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
+from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, PaidGenerationOperator
 
 with DAG(
     "ij_ui_alpha",
@@ -27,3 +27,21 @@ with DAG(
         return episode.episode_id
 
     allocate >> look()  # type: ignore[call-arg,misc]  # the episode argument is filled at run time
+
+# team_a's paying DAG: its paid step calls a provider that is not there (the UI deployment's
+# media_provider points at a closed port), so each run fails there on its one try; the page shows
+# the run's and the paid task's states and the link to that try's log, as Airflow's REST API says.
+with DAG(
+    "ij_ui_alpha_paid",
+    schedule=None,
+    start_date=pendulum.datetime(2020, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["idempotent-jobs", "team_a"],
+):
+    PaidGenerationOperator(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="media_provider",
+        request={"prompt": "the week in review"},
+        retries=0,
+    ).set_upstream(AllocateEpisodeOperator(task_id="allocate"))

@@ -394,6 +394,9 @@ function renderEpisode(view) {
   for (const item of view.attention) attention.appendChild(attentionItem(item, false));
   $("#episode-attention").hidden = view.attention.length === 0;
   offerSettle(episode.episode_id, view.settle);
+  showAirflowState(view).catch(() => {
+    $("#airflow-section").hidden = true;
+  });
 
   const history = $("#submission-history tbody");
   history.textContent = "";
@@ -441,6 +444,45 @@ function renderEpisode(view) {
   $("#metadata").textContent = shownJson(episode.metadata || {});
   $("#record").textContent = shownJson(episode);
   $("#episode-view").hidden = false;
+}
+
+// The owning DAG run's state and its paid task's, from Airflow's own REST API with this user's
+// session (same origin: Airflow's cookie), so the user's own rights decide what is shown.
+const PAID_OPERATORS = ["PaidGenerationOperator", "@task.paid_generation", "_PaidGenerationDecoratedOperator"];
+
+async function airflowGet(path) {
+  const answer = await fetch(`${AIRFLOW_ROOT}/api/v2/${path}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!answer.ok) throw new ApiError(answer.status, answer.statusText);
+  return answer.json();
+}
+
+function tryLogUrl(owner, ti) {
+  let url = `${AIRFLOW_ROOT}/dags/${encodeURIComponent(owner.dag_id)}/runs/${encodeURIComponent(owner.run_id)}`;
+  url += `/tasks/${encodeURIComponent(ti.task_id)}`;
+  if (ti.map_index !== null && ti.map_index !== undefined && ti.map_index >= 0) url += `/mapped/${ti.map_index}`;
+  return `${url}?try_number=${ti.try_number}`;
+}
+
+async function showAirflowState(view) {
+  const section = $("#airflow-section");
+  const owner = view.owner;
+  section.hidden = true;
+  if (!owner || view.owner_source !== "recorded" || !owner.run_id) return;
+  const base = `dags/${encodeURIComponent(owner.dag_id)}/dagRuns/${encodeURIComponent(owner.run_id)}`;
+  const [run, tis] = await Promise.all([airflowGet(base), airflowGet(`${base}/taskInstances?limit=1000`)]);
+  const list = $("#airflow-state");
+  list.textContent = "";
+  const state = el("span", run.state || "unknown", { class: `run-state ${run.state || ""}` });
+  definition(list, "DAG run", state);
+  const paid = (tis.task_instances || []).filter((ti) => PAID_OPERATORS.includes(ti.operator_name) || PAID_OPERATORS.includes(ti.operator));
+  for (const ti of paid) {
+    const span = el("span", null, { class: "paid-task", "data-task-id": ti.task_id });
+    span.appendChild(el("span", `${ti.state || "no state"} (try ${ti.try_number}) `, { class: `ti-state ${ti.state || ""}` }));
+    if (ti.try_number > 0) span.appendChild(link("log of that try", tryLogUrl(owner, ti), { class: "try-log", target: "_top" }));
+    definition(list, `Paid task ${ti.task_id}`, span);
+  }
+  if (!paid.length) definition(list, "Paid task", "none in this run");
+  section.hidden = false;
 }
 
 // Settling an unknown paid submission: offered only when the API says this user may (view.settle).
