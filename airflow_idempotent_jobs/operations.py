@@ -225,7 +225,8 @@ def week_view(
 
     Totals, counts and attention are of the readable episodes: ``damaged`` names what they leave out.
     With ``rows`` (the page), ``episodes`` is the page of rows it selects and ``rows`` says where that
-    page is (`week_rows.select`); totals, counts and attention stay of the whole week.
+    page is (`week_rows.select`); totals, counts and attention stay of the whole week, and
+    ``spend_by_dag`` splits the spend by owning DAG.
     """
     week_id = WeekId.parse(week)
     budget = checked_amount("weekly_budget", budget)
@@ -249,7 +250,21 @@ def week_view(
     }
     if where is not None:
         view["rows"] = where
+        view["spend_by_dag"] = _spend_by_dag(episodes)
     return view
+
+
+def _spend_by_dag(episodes: list[Episode]) -> list[dict[str, Any]]:
+    """The week's spend per recorded owning DAG (``null``: none recorded; a key proves nothing), dearest first."""
+    by_dag: dict[str | None, list[Episode]] = {}
+    for episode in episodes:
+        owner = episode.allocated_by
+        by_dag.setdefault(None if owner is None else owner.dag_id, []).append(episode)
+    out = []
+    for dag_id, owned in by_dag.items():
+        spend, unknown = _spend(owned)
+        out.append({"dag_id": dag_id, "episodes": len(owned), "spend": spend, "spend_unknown": len(unknown)})
+    return sorted(out, key=lambda item: (-item["spend"], item["dag_id"] or ""))
 
 
 def weeks_view(

@@ -206,6 +206,16 @@ class UserChecks:
         self.check("spend this week against the weekly budget", totals == (spend, f"of {BUDGET:.2f} budget"), totals)
         counts = browser.text("#counts p[data-kind=status] span")
         self.check("counts per status", counts == self.expected.counts_line(current), counts)
+        by_dag = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('#by-dag tbody tr')].map(tr =>"
+            " [tr.dataset.dagId, tr.cells[2].innerText.split(' ')[0]]))"
+        )
+        want_by_dag = {
+            dag or "": f"{self.seeded.spend(current, {dag}):.2f}"
+            for dag in self.expected.dags
+            if any(self.expected.records[e].week_id == current for e in self.seeded.by_dag.get(dag, []))
+        }
+        self.check("spend by DAG: each DAG this user may read, its spend this week", by_dag == want_by_dag, by_dag)
         stuck = sorted(set(self.seeded.attention) & set(want))
         commands = browser.evaluate(
             "Object.fromEntries([...document.querySelectorAll('#attention-list li')].map(li =>"
@@ -259,6 +269,13 @@ class UserChecks:
         want = {week: str(len(self.expected.week(week))) for week in (current, previous)}
         self.check(
             "recent weeks list both weeks with their episode counts", {w: weeks.get(w) for w in want} == want, weeks
+        )
+        bars = browser.evaluate("[...document.querySelectorAll('#spend-chart rect title')].map(t => t.textContent)")
+        self.check(
+            "the spend chart has one bar per listed week with episodes, with its spend",
+            len(bars) == len([w for w, n in weeks.items() if n != "0"])
+            and any(b.startswith(f"{current}: {self.seeded.spend(current, self.expected.dags):.2f}") for b in bars),
+            bars,
         )
 
     def episode(self, browser: Browser) -> None:

@@ -47,8 +47,8 @@ ASSETS: Final = {"app.js": "text/javascript", "style.css": "text/css"}
 #: The logged-in user (401 when anonymous), and the same or None for the pages.
 ApiUser = Annotated[Any, Depends(api_user)]
 PageUser = Annotated[Any, Depends(page_user)]
-#: How many weeks ``/api/weeks`` lists.
-WEEKS_LISTED: Final = 12
+#: How many weeks ``/api/weeks`` looks back over (the page charts those that had episodes).
+WEEKS_LISTED: Final = 26
 #: On every answer: the page runs only its own script and style, loads nothing from elsewhere, and
 #: may be framed by Airflow's UI (same origin) only; no answer is sniffed into another media type.
 SECURITY_HEADERS: Final = {

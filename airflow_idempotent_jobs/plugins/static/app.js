@@ -341,13 +341,68 @@ function renderWeek(week) {
   }
   $("#episodes-none").hidden = week.episodes.length > 0;
   renderRows(week.rows);
+  renderByDag(week.spend_by_dag);
   $("#week-view").hidden = false;
 }
 
-function renderWeeks(weeks) {
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// Weekly spend of the weeks that had episodes, oldest first, against the budget (a line): drawn with
+// SVG attributes only (the page's Content-Security-Policy allows no inline style).
+function renderChart(weeks, budget) {
+  const shown = weeks.filter((week) => week.episodes > 0).reverse();
+  const chart = $("#spend-chart");
+  chart.textContent = "";
+  $("#spend-chart-figure").hidden = shown.length === 0;
+  if (!shown.length) return;
+  const width = 720, height = 180, left = 48, bottom = 24, top = 8;
+  const highest = Math.max(budget || 0, ...shown.map((week) => week.spend), 1);
+  const scale = (height - bottom - top) / highest;
+  const slot = (width - left) / shown.length;
+  chart.appendChild(svg("text", { x: 0, y: top + 10, class: "axis" }, money(highest)));
+  chart.appendChild(svg("text", { x: 0, y: height - bottom, class: "axis" }, "0"));
+  shown.forEach((week, i) => {
+    const bar = Math.max(week.spend * scale, week.spend > 0 ? 1 : 0);
+    const x = left + i * slot + slot * 0.15;
+    const over = budget !== null && budget !== undefined && week.spend > budget;
+    const rect = svg("rect", { x, y: height - bottom - bar, width: slot * 0.7, height: bar, class: over ? "bar over" : "bar" });
+    rect.appendChild(svg("title", {}, `${week.week_id}: ${money(week.spend)} (${week.episodes} episodes)`));
+    chart.appendChild(rect);
+    chart.appendChild(svg("text", { x: x, y: height - 6, class: "axis" }, week.week_id.slice(5)));
+  });
+  if (budget !== null && budget !== undefined) {
+    const y = height - bottom - budget * scale;
+    chart.appendChild(svg("line", { x1: left, x2: width, y1: y, y2: y, class: "budget" }));
+  }
+  $("#spend-chart-caption").textContent =
+    `Spend per week with episodes, oldest first${budget === null || budget === undefined ? "" : `; the line is the weekly budget, ${money(budget)}`}.`;
+}
+
+function renderByDag(byDag) {
+  const body = $("#by-dag tbody");
+  body.textContent = "";
+  for (const item of byDag || []) {
+    const tr = el("tr", null, { "data-dag-id": item.dag_id || "" });
+    cell(tr, item.dag_id || "(no owning DAG)");
+    cell(tr, item.episodes);
+    cell(tr, item.spend_unknown ? `${money(item.spend)} (+${item.spend_unknown} unknown)` : money(item.spend));
+    body.appendChild(tr);
+  }
+  $("#by-dag-section").hidden = !(byDag || []).length;
+}
+
+function renderWeeks(weeks, budget) {
+  renderChart(weeks.weeks, budget);
   const body = $("#weeks tbody");
   body.textContent = "";
-  for (const week of weeks.weeks) {
+  for (const week of weeks.weeks.filter((w) => w.episodes > 0 || w.damaged > 0)) {
     const tr = el("tr", null, { "data-week-id": week.week_id });
     cell(tr, link(week.week_id, weekUrl(week.week_id)));
     cell(tr, week.damaged ? `${week.episodes} (+${week.damaged} damaged)` : week.episodes);
@@ -560,8 +615,9 @@ async function main() {
       $("#time-zone").textContent = `ISO weeks in ${weeks.week_zone} (the deployment's [idempotent_jobs] timezone); times shown in ${TIME_ZONE} (as chosen in Airflow's UI).`;
       const wanted = new URLSearchParams(location.search).get("week") || weeks.current;
       const query = rowParams().toString();
-      renderWeek(await api(`weeks/${encodeURIComponent(wanted)}${query ? `?${query}` : ""}`));
-      renderWeeks(weeks);
+      const week = await api(`weeks/${encodeURIComponent(wanted)}${query ? `?${query}` : ""}`);
+      renderWeek(week);
+      renderWeeks(weeks, week.budget);
     }
   } catch (error) {
     showError(error);
