@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow.sdk import Connection
 
-__all__ = ["aextra_dejson", "amask_secret", "determine_kwargs", "hook_class_name", "mask_secret"]
+__all__ = [
+    "aextra_dejson",
+    "amask_secret",
+    "determine_kwargs",
+    "hook_class_name",
+    "mask_secret",
+    "plugin_frame_follows_paths",
+]
 
 
 def determine_kwargs(func: Callable[..., Any], args: Any, kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -63,3 +70,12 @@ async def amask_secret(value: str) -> None:
         mask_secret(value)
         return
     await register(value)
+
+
+def plugin_frame_follows_paths() -> bool:
+    """Whether Airflow's UI frames a plugin page at any of its paths: ``/plugin/<route>/<path>`` shows
+    ``/<path>`` inside Airflow (from 3.3; before, the route shows the view's ``href`` only)."""
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in version("apache-airflow-core").split(".")[:2])
+    return (major, minor) >= (3, 3)

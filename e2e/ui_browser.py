@@ -654,6 +654,33 @@ def airflow_state(ui: UiDeployment, out: Results, shots: Path) -> None:
         shown = _definitions(browser, "#airflow-state")
         href = browser.evaluate("document.querySelector('#airflow-state a.try-log')?.getAttribute('href')")
         browser.screenshot(shots / f"{ALICE}-7-airflow-state.png")
+        browser.goto(f"{ui.page_url}?week=2020-W11")
+        cell = f"#episodes tr[data-episode-id={json.dumps(episode.episode_id)}] td.paid-state"
+        browser.wait_until("the row's paid task state", f"!!document.querySelector({json.dumps(cell + ' .paid-task')})")
+        row_state = browser.text(cell)
+        row_href = browser.evaluate(f"document.querySelector({json.dumps(cell + ' a.try-log')})?.getAttribute('href')")
+        # The task's "Episode" link opens the view inside Airflow's UI (its frame and navigation).
+        link = rest._call(
+            "GET", f"/api/v2/dags/{ALPHA_PAID}/dagRuns/{quote(run_id, safe='')}/taskInstances/generate/links"
+        )
+        framed_url = link["extra_links"]["Episode"]
+        browser.goto(framed_url)
+
+        def framed_episode() -> str | None:
+            shown = browser.evaluate(
+                "document.querySelector('iframe')?.contentDocument?.querySelector('#episode-id')?.textContent ?? null"
+            )
+            return str(shown) if shown else None
+
+        in_frame = browser.wait_for("the episode view inside Airflow's frame", framed_episode)
+        # Airflow's own app around it (its React root), not the bare page (which has neither).
+        nav = browser.evaluate("!!document.querySelector('#root') && !!document.querySelector('iframe')")
+        browser.screenshot(shots / f"{ALICE}-8-episode-in-airflow.png")
+        out.expect(
+            "[alice] the task's Episode link opens the episode view inside Airflow's UI",
+            urlsplit(framed_url).path.startswith("/plugin/idempotent-jobs/") and in_frame == episode.episode_id and nav,
+            {"link": framed_url, "framed view shows": in_frame, "Airflow's navigation": nav},
+        )
     want_href = f"/dags/{ALPHA_PAID}/runs/{quote(run_id, safe='')}/tasks/generate?try_number={generate['try_number']}"
     out.expect(
         "[alice] the episode of a failed paid run shows the run's and the paid task's states and its try's log link",
@@ -662,6 +689,11 @@ def airflow_state(ui: UiDeployment, out: Results, shots: Path) -> None:
         and shown.get("Paid task generate", "").startswith(f"{generate['state']} (try {generate['try_number']})")
         and href == want_href,
         {"REST": (state, generate["state"], generate["try_number"]), "shown": shown, "href": href},
+    )
+    out.expect(
+        "[alice] the week's row shows the same paid task state and log link",
+        row_state.startswith(f"generate: {generate['state']} (try {generate['try_number']})") and row_href == want_href,
+        {"row": row_state, "href": row_href},
     )
 
 

@@ -15,15 +15,19 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
 
-__all__ = ["URL_PREFIX", "EpisodeLink", "episode_id_from", "episode_url"]
+__all__ = ["PAGE_ROUTE", "URL_PREFIX", "EpisodeLink", "episode_id_from", "episode_url"]
 
 #: Where the api-server mounts the plugin's app (`plugins.idempotent_jobs`).
 URL_PREFIX = "/idempotent-jobs"
+#: The page's route in Airflow's UI (the external view's ``url_route``): ``/plugin/idempotent-jobs``.
+PAGE_ROUTE = "idempotent-jobs"
 
 
-def episode_url(episode_id: str, base_url: str = "") -> str:
-    """The episode view's URL under Airflow's ``[api] base_url`` (a relative path without one)."""
-    return f"{base_url.rstrip('/')}{URL_PREFIX}/episodes/{quote(episode_id, safe='')}"
+def episode_url(episode_id: str, base_url: str = "", *, framed: bool = False) -> str:
+    """The episode view's URL under Airflow's ``[api] base_url`` (a relative path without one);
+    ``framed``: the same view inside Airflow's UI, its navigation around it."""
+    path = f"{URL_PREFIX}/episodes/{quote(episode_id, safe='')}"
+    return f"{base_url.rstrip('/')}{f'/plugin/{PAGE_ROUTE}' if framed else ''}{path}"
 
 
 def episode_id_from(*candidates: Any) -> str | None:
@@ -69,4 +73,7 @@ class EpisodeLink(BaseOperatorLink):
             episode_id = episode_id_from(returned)
         if episode_id is None:
             return ""
-        return episode_url(episode_id, airflow_conf().get("api", "base_url", fallback="") or "")
+        from ..airflow_compat import plugin_frame_follows_paths
+
+        base = airflow_conf().get("api", "base_url", fallback="") or ""
+        return episode_url(episode_id, base, framed=plugin_frame_follows_paths())

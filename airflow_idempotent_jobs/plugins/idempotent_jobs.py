@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from ..links.episode import URL_PREFIX
+from ..links.episode import PAGE_ROUTE, URL_PREFIX
 
 __all__ = ["IdempotentJobsPlugin"]
 
@@ -49,6 +49,6 @@ class IdempotentJobsPlugin(AirflowPlugin):
             "href": f"{_base_path()}{URL_PREFIX}/",
             "destination": "nav",
             "category": "browse",
-            "url_route": "idempotent-jobs",
+            "url_route": PAGE_ROUTE,
         }
     ]
