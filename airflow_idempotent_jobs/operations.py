@@ -39,7 +39,7 @@ from .paid.budget import checked_amount, committed_cost
 from .paid.claims import DEFAULT_CLAIM_LEASE
 from .record_rules import WeekRead
 from .task_key import Owner, episode_owner, owner_of
-from .week_rows import RowQuery, select
+from .week_rows import DECISIONS, RowQuery, decision_of, select
 
 
 class ReadableStore(Protocol):
@@ -77,8 +77,6 @@ RECONCILE_WAYS: Final = "--provider-url URL (look its token up), --remote-ref RE
 EFFECT_RECONCILE_WAYS: Final = (
     "--lookup-url URL (look its token up), --done REF (it happened) or --not-done (the next run runs it once)"
 )
-#: Row and count values for the approval gate: a decision, ``asked`` while one is awaited, ``none``.
-DECISIONS: Final = ("approved", "rejected", "asked", "none")
 #: Most weeks one overview or report covers (two years).
 MAX_WEEKS: Final = 104
 
@@ -183,13 +181,6 @@ def _effect_entry(
         lease=claim_lease,
         settle=(ways, command),
     )
-
-
-def decision_of(episode: Episode) -> str:
-    """One of `DECISIONS`."""
-    if episode.approval.decision is not None:
-        return episode.approval.decision.value
-    return "asked" if episode.approval.history else "none"
 
 
 def row(episode: Episode) -> dict[str, Any]:

@@ -17,19 +17,21 @@ from .effect import EffectState
 from .episode import Episode, EpisodeStatus, SubmissionState
 from .errors import InvalidIdentifier
 
-__all__ = ["MAX_PER_PAGE", "SORTS", "RowQuery", "select"]
+__all__ = ["DECISIONS", "MAX_PER_PAGE", "SORTS", "RowQuery", "decision_of", "select"]
 
 #: The longest page the API serves, and its default.
 MAX_PER_PAGE: Final = 500
 DEFAULT_PER_PAGE: Final = 100
 #: The longest search text.
 MAX_SEARCH: Final = 200
-_DECISIONS: Final = ("approved", "rejected", "asked", "none")
+#: Row and count values for the approval gate: a decision, ``asked`` while one is awaited, ``none``.
+DECISIONS: Final = ("approved", "rejected", "asked", "none")
 #: The effects filter: an episode with at least one effect in that state.
 _EFFECTS: Final = tuple(s.value for s in EffectState)
 
 
-def _decision(episode: Episode) -> str:
+def decision_of(episode: Episode) -> str:
+    """One of `DECISIONS` (the read model's rows and counts use it too: `operations`)."""
     if episode.approval.decision is not None:
         return episode.approval.decision.value
     return "asked" if episode.approval.history else "none"
@@ -48,7 +50,7 @@ SORTS: Final[Mapping[str, Callable[[Episode], Any]]] = {
     "submission_state": lambda e: e.submission.state.value,
     "remote_ref": lambda e: e.submission.remote_ref,
     "cost": lambda e: e.submission.cost,
-    "decision": _decision,
+    "decision": decision_of,
     "created_at": lambda e: e.created_at,
     "updated_at": lambda e: e.updated_at,
     "owner": _owner_dag,
@@ -101,7 +103,7 @@ class RowQuery:
         return cls(
             status=choice("status", tuple(s.value for s in EpisodeStatus)),
             submission=choice("submission", tuple(s.value for s in SubmissionState)),
-            decision=choice("decision", _DECISIONS),
+            decision=choice("decision", DECISIONS),
             effect=choice("effect", _EFFECTS),
             dag=dag,
             search=search,
@@ -116,7 +118,7 @@ class RowQuery:
             return False
         if self.submission is not None and episode.submission.state.value != self.submission:
             return False
-        if self.decision is not None and _decision(episode) != self.decision:
+        if self.decision is not None and decision_of(episode) != self.decision:
             return False
         if self.effect is not None and not any(e.state.value == self.effect for e in episode.effects.values()):
             return False
