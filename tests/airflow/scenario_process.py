@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -88,10 +89,12 @@ class Scenarios:
         for name, fn in self.by_name.items():
             if only and name not in only:
                 continue
+            started = time.monotonic()
             try:
                 results[name] = fn(bag)
             except Exception:
                 results[name] = {"error": traceback.format_exc()}
+            print(f"scenario {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
         if finish is not None:
             results.update(finish())
         Path(out).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
@@ -248,12 +251,16 @@ def scenario_home(migrated_home: Path, tmp_path_factory: Any, name: str, dag_sou
 
 
 def run_scenario_process(module: str, env: Mapping[str, str], work: Path, *, timeout: float) -> Result:
-    """``python -m module work/results.json``, run once (its output in ``work/scenarios.log``).
+    """``python -m module work/results.json``, run once (its output in ``work/scenarios.log``, with each
+    scenario's time); ``timeout`` is for Airflow 3.3, longer before (`versions.DAG_TEST_SLOWDOWN`).
 
     Its results, after checking that it finished and that every DAG file imported; ``_log`` names
     the log (task logs included), which tests search for secrets.
     """
+    from tests.airflow.versions import DAG_TEST_SLOWDOWN
+
     out, log = work / "results.json", work / "scenarios.log"
+    timeout *= DAG_TEST_SLOWDOWN
     with log.open("w") as sink:
         done = subprocess.run(
             [sys.executable, "-m", module, str(out)],
