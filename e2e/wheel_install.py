@@ -77,7 +77,7 @@ def check_file_list(wheel: Path, out: Results) -> None:
     )
     out.expect(
         "its metadata declares the CLI, the provider entry point and the extras",
-        "idempotent-jobs = airflow_idempotent_jobs.cli:main" in entry_points
+        "idempotent-jobs = airflow_idempotent_jobs.command:main" in entry_points
         and "[apache_airflow_provider]" in entry_points
         and "Provides-Extra: postgres" in metadata,
         entry_points,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..errors import IdempotentJobsError
-from ._common import EXIT, CliError, Parser, exit_code_for, hide_urls, lock_timeout_seconds
+from ._common import EXIT, AirflowStores, CliError, Parser, exit_code_for, hide_urls, lock_timeout_seconds
 from ._output import OutputFailed, guarded_streams, visible
 
 __all__ = ["main"]
@@ -23,7 +23,20 @@ TRACEBACK_ENV: Final = "IDEMPOTENT_JOBS_TRACEBACK"
 
 def build_parser() -> Parser:
     parser = Parser(prog="idempotent-jobs", description="Exactly one job per scheduled invocation.")
-    parser.add_argument("--store", help="store path, file:// or postgresql:// URL (default: $IDEMPOTENT_JOBS_STORE)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--store", help="store path, file:// or postgresql:// URL (default: $IDEMPOTENT_JOBS_STORE)")
+    where.add_argument(
+        "--store-conn-id",
+        metavar="CONN_ID",
+        help="the store an Airflow Connection names (idempotent_jobs_store or postgres), read with this "
+        "host's Airflow configuration and secrets backends",
+    )
+    where.add_argument(
+        "--airflow-store",
+        action="store_true",
+        help="the store the deployment's operators and page use: [idempotent_jobs] store or store_conn_id, "
+        "else the file store under $AIRFLOW_HOME",
+    )
     parser.add_argument(
         "--lock-timeout",
         type=lock_timeout_seconds,
@@ -36,10 +49,14 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; every failure ends as one stderr line and its exit code, never a traceback."""
+def main(argv: Sequence[str] | None = None, *, airflow_stores: AirflowStores | None = None) -> int:
+    """Run one command; every failure ends as one stderr line and its exit code, never a traceback.
+
+    ``airflow_stores`` opens the stores ``--store-conn-id`` and ``--airflow-store`` name (the
+    installed command passes Airflow's, `airflow_idempotent_jobs.command`); without it they are refused.
+    """
     with guarded_streams():
-        code = _run(argv)
+        code = _run(argv, airflow_stores)
         try:
             sys.stdout.flush()  # a full disk or a closed pipe shows here, while we can still say so
         except OutputFailed as exc:
@@ -48,10 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, airflow_stores: AirflowStores | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+        args.airflow_stores = airflow_stores
         code: int = args.func(args)
         return code
     except SystemExit as exc:  # argparse: --help (0) or a usage error it already reported (2)

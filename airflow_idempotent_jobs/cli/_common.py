@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn
 
 from ..episode import is_negative_zero
@@ -17,6 +17,7 @@ from ._output import json_line
 
 __all__ = [
     "EXIT",
+    "AirflowStores",
     "CliError",
     "Parser",
     "exit_code_for",
@@ -25,6 +26,13 @@ __all__ = [
     "open_cli_store",
     "print_json",
 ]
+
+#: Opens the store an Airflow Connection names (a connection id), or the deployment's (None), with a
+#: lock timeout (None: the store's default). The installed command passes Airflow's (`command`).
+AirflowStores = Callable[[str | None, float | None], EpisodeStore]
+
+#: Where ``--store-conn-id`` and ``--airflow-store`` work.
+INSTALLED: Final = "run the installed idempotent-jobs command"
 
 #: The exit codes docs/design.md lists; each error class carries its own (``exit_code``).
 EXIT: Final = {
@@ -95,12 +103,23 @@ def lock_timeout_seconds(text: str) -> float:
     return value
 
 
-def open_cli_store(args: argparse.Namespace, **options: Any) -> EpisodeStore:
+def open_cli_store(args: argparse.Namespace) -> EpisodeStore:
+    """The store ``--store`` (or $IDEMPOTENT_JOBS_STORE), ``--store-conn-id`` or ``--airflow-store`` names."""
+    if args.store_conn_id is not None or args.airflow_store:
+        opener: AirflowStores | None = getattr(args, "airflow_stores", None)
+        if opener is None:
+            raise CliError(f"--store-conn-id and --airflow-store need Airflow: {INSTALLED}")
+        conn_id = args.store_conn_id
+        if conn_id is not None and not conn_id.strip():
+            raise CliError("--store-conn-id: an empty connection id")
+        return opener(conn_id, args.lock_timeout)
     url = args.store or os.environ.get("IDEMPOTENT_JOBS_STORE")
     if not url:
-        raise CliError("no store given: pass --store PATH_OR_URL or set IDEMPOTENT_JOBS_STORE")
-    if args.lock_timeout is not None:
-        options.setdefault("lock_timeout", args.lock_timeout)
+        raise CliError(
+            "no store given: pass --store PATH_OR_URL, --store-conn-id CONN_ID or --airflow-store, "
+            "or set IDEMPOTENT_JOBS_STORE"
+        )
+    options = {} if args.lock_timeout is None else {"lock_timeout": args.lock_timeout}
     return open_store(url, **options)
 
 
