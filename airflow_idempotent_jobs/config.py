@@ -63,6 +63,17 @@ OPTIONS: Final[dict[str, dict[str, Any]]] = {
         "example": "250.0",
         "default": "",
     },
+    "currency": {
+        "description": (
+            "The unit the Idempotent Jobs page shows costs and budgets in (a code or symbol: no spaces, "
+            "at most 12 characters). Display only: costs are stored as the provider reports them. "
+            "Unset: no unit is shown.\n"
+        ),
+        "version_added": "0.2.0",
+        "type": "string",
+        "example": "USD",
+        "default": "",
+    },
 }
 
 

@@ -99,17 +99,21 @@ def attention(episode: Episode, *, now: dt.datetime, claim_lease: float = DEFAUL
     ways = f"settle it with {RECONCILE_WAYS}"
     if sub.state is _S.UNKNOWN:
         reason = f"submission unknown since {sub.updated_at}: the provider may have accepted it; {ways}"
-        return {"episode_id": episode.episode_id, "reason": reason, "command": command}
-    return _stale_claim(
-        episode,
-        "submitting",
-        sub.claimed_at,
-        sub.claimed_by,
-        "writer",
-        now=now,
-        lease=claim_lease,
-        settle=(ways, command),
-    )
+        entry: dict[str, Any] | None = {"episode_id": episode.episode_id, "reason": reason, "command": command}
+    else:
+        entry = _stale_claim(
+            episode,
+            "submitting",
+            sub.claimed_at,
+            sub.claimed_by,
+            "writer",
+            now=now,
+            lease=claim_lease,
+            settle=(ways, command),
+        )
+    if entry is not None and entry["command"] == command:  # the token a lookup at the provider asks for
+        entry["token"] = sub.token
+    return entry
 
 
 def _stale_claim(

@@ -28,7 +28,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .page_auth import VisibleStore, access_for, api_user, page_user
-from .page_settings import PageStore, current_week, page_now, weekly_budget
+from .page_settings import (
+    PageSettingInvalid,
+    PageStore,
+    currency,
+    current_week,
+    name_the_store,
+    page_now,
+    weekly_budget,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -102,6 +110,8 @@ def create_app() -> FastAPI:
             raise HTTPException(404, f"episode {exc.episode_id} not found") from None
         except StoreUnavailable as exc:
             raise HTTPException(503, "episode store unavailable: " + store.scrub(str(exc))) from None
+        except PageSettingInvalid as exc:
+            raise HTTPException(503, "the page is misconfigured: " + store.scrub(str(exc))) from None
         except InvalidConfiguration as exc:
             raise HTTPException(503, "episode store misconfigured: " + store.scrub(str(exc))) from None
         except IdempotentJobsError as exc:
@@ -129,7 +139,8 @@ def create_app() -> FastAPI:
         def work() -> dict[str, Any]:
             now = page_now()
             view = weeks_view(visible(user), current=current_week(now), count=WEEKS_LISTED, now=now)
-            return {**view, "week_zone": str(now.tzinfo)}  # the zone whose calendar says which week is current
+            # The zone whose calendar says which week is current; the unit costs are shown in.
+            return {**view, "week_zone": str(now.tzinfo), "currency": currency()}
 
         return await run_in_threadpool(answer, work, user)
 
@@ -143,7 +154,8 @@ def create_app() -> FastAPI:
 
             week = WeekId.parse(week_id)  # a bad id is 400 before the store or the auth manager is asked
             rows = RowQuery.parse(dict(request.query_params))  # so is a bad filter, sort or page
-            return week_view(visible(user), week, budget=weekly_budget(), now=page_now(), rows=rows)
+            view = week_view(visible(user), week, budget=weekly_budget(), now=page_now(), rows=rows)
+            return {**view, "attention": name_the_store(view["attention"]), "currency": currency()}
 
         return await run_in_threadpool(answer, work, user)
 
@@ -163,7 +175,7 @@ def create_app() -> FastAPI:
             offer = settle_offer(user, visible_store.get(eid), access, now)
             if offer is not None:  # the record as this view shows it: a change since is refused on settling
                 offer["seen_updated_at"] = view["episode"]["updated_at"]
-            return {**view, "settle": offer}
+            return {**view, "attention": name_the_store(view["attention"]), "settle": offer, "currency": currency()}
 
         return await run_in_threadpool(answer, work, user)
 
@@ -189,7 +201,7 @@ def create_app() -> FastAPI:
             from ..identity import EpisodeId
             from ..operations import episode_view
             from ..paid import SubmissionLedger
-            from .page_settle import may_settle
+            from .page_settle import may_settle, settler_name
 
             eid = str(EpisodeId.parse(episode_id))
             access = access_for(user)
@@ -201,14 +213,15 @@ def create_app() -> FastAPI:
                     eid,
                     remote_ref=settlement.remote_ref,
                     not_submitted=settlement.answer == "not_submitted",
-                    settled_by=user.get_name(),
+                    settled_by=settler_name(user),
                     via="ui",
                     comment=settlement.comment,
                     expected_updated_at=settlement.seen_updated_at,
                 )
             except NotReconcilable as exc:
                 raise HTTPException(409, store.scrub(str(exc))) from None
-            return episode_view(visible(user), eid, now=page_now())
+            view = episode_view(visible(user), eid, now=page_now())
+            return {**view, "attention": name_the_store(view["attention"]), "currency": currency()}
 
         return await run_in_threadpool(answer, work, user)
 

@@ -1,4 +1,4 @@
-"""What the page reads from ``[idempotent_jobs]``: the store, the weekly budget, the current week.
+"""What the page reads from ``[idempotent_jobs]``: the store, the weekly budget and currency, the current week.
 
 The store is the one the operators use by default (`hooks.store.EpisodeStoreHook` with nothing
 named on a task), so the page and the tasks can never look at different stores.
@@ -8,21 +8,49 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shlex
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidConfiguration
 
 if TYPE_CHECKING:
     from ..identity import WeekId
     from ..stores import EpisodeStore
 
-__all__ = ["PageStore", "current_week", "page_now", "weekly_budget"]
+__all__ = [
+    "PageSettingInvalid",
+    "PageStore",
+    "currency",
+    "current_week",
+    "name_the_store",
+    "page_now",
+    "store_option",
+    "weekly_budget",
+]
+
+#: The command's name, as the read model writes it.
+COMMAND = "idempotent-jobs"
+#: The longest ``[idempotent_jobs] currency`` (a code or symbol: ``EUR``, ``US$``, ``credits``).
+CURRENCY_MAX = 12
+
+
+class PageSettingInvalid(InvalidConfiguration):
+    """A setting only the page reads (``weekly_budget``, ``currency``) is unusable: the page answers 503
+    naming it (not "store misconfigured"); the operators never read these."""
+
+
+def _invalid(option: str, reason: str) -> PageSettingInvalid:
+    """`PageSettingInvalid` for ``[idempotent_jobs] <option>``, named with its environment variable."""
+    from ..config import SECTION, env_name
+
+    return PageSettingInvalid("deployment setting", f"[{SECTION}] {option} ({env_name(option)})", reason)
 
 
 def weekly_budget() -> float | None:
     """``[idempotent_jobs] weekly_budget``: a finite number >= 0 (not ``-0``), or None when unset."""
-    from ..config import SECTION, env_name, setting
+    from ..config import setting
     from ..episode import amount_problem
-    from ..errors import InvalidConfiguration
 
     text = setting("weekly_budget")
     if text is None:
@@ -33,9 +61,47 @@ def weekly_budget() -> float | None:
         value = math.nan
     problem = amount_problem(value)
     if problem:
-        field = f"[{SECTION}] weekly_budget ({env_name('weekly_budget')})"
-        raise InvalidConfiguration("deployment setting", field, f"{text[:40]!r} is not a number >= 0 ({problem})")
+        raise _invalid("weekly_budget", f"{text[:40]!r} is not a number >= 0 ({problem})")
     return value
+
+
+def currency() -> str | None:
+    """``[idempotent_jobs] currency``: printable, no spaces, at most `CURRENCY_MAX` characters; None when unset."""
+    from ..config import setting
+
+    text = setting("currency")
+    if text is None:
+        return None
+    if len(text) > CURRENCY_MAX or not text.isprintable() or any(ch.isspace() for ch in text):
+        reason = f"{text[:40]!r} is not a currency code or symbol (printable, no spaces, at most {CURRENCY_MAX})"
+        raise _invalid("currency", reason)
+    return text
+
+
+def store_option() -> str:
+    """How a printed command names the page's store: its Connection id, else the deployment setting.
+
+    Never a URL: ``[idempotent_jobs] store`` may hold a password, and the Connection keeps its own.
+    """
+    from ..config import setting
+
+    conn_id = setting("store_conn_id")
+    return f"--store-conn-id {shlex.quote(conn_id)}" if conn_id else "--airflow-store"
+
+
+def name_the_store(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The read model's attention entries with the store named in each command (`store_option`), and
+    for a submission the lookup command (the provider's job API's base URL left to fill in)."""
+    option = store_option()
+    named = []
+    for entry in entries:
+        command = entry.get("command")
+        if isinstance(command, str) and command.startswith(COMMAND + " "):
+            entry = {**entry, "command": f"{COMMAND} {option} {command[len(COMMAND) + 1 :]}"}
+            if "token" in entry:
+                entry["lookup_command"] = f"{entry['command']} --provider-url PROVIDER_URL"
+        named.append(entry)
+    return named
 
 
 def page_now() -> dt.datetime:

@@ -41,6 +41,7 @@ __all__ = [
     "may_settle",
     "parse_settlement",
     "settle_offer",
+    "settler_name",
 ]
 
 #: The header a state-changing request carries its token in.
@@ -137,6 +138,21 @@ def parse_settlement(body: Any) -> Settlement:
     if seen is not None and not isinstance(seen, str):
         raise bad("seen_updated_at must be the episode's updated_at as shown")
     return Settlement(answer, ref, comment, seen)
+
+
+def settler_name(user: BaseUser) -> str:
+    """The Airflow user name recorded as who settled it, held to the CLI's ``--by`` rule (one printable
+    line, at most `cli._settling.MAX_WORD`): a name that could not be listed is refused (400), not stored."""
+    from ..cli._settling import MAX_WORD
+
+    name = user.get_name()
+    if not isinstance(name, str) or not name.strip() or not name.isprintable() or len(name) > MAX_WORD:
+        raise HTTPException(
+            400,
+            f"your Airflow user name cannot be recorded as who settled it (one printable line of at most "
+            f"{MAX_WORD} characters, as the CLI's --by): settle with the CLI instead",
+        )
+    return name
 
 
 def may_settle(user: BaseUser, episode: Episode, access: Access) -> bool:

@@ -190,3 +190,23 @@ def test_a_changed_episode_is_refused_with_the_reason(client: tuple[TestClient, 
     body = {"answer": "not_submitted", "comment": "x", "seen_updated_at": "2026-01-01T00:00:00+00:00"}
     status, answer = _post(app, EDITOR, eid, body)
     assert status == 409 and "changed since it was shown" in answer["detail"], answer
+
+
+@pytest.mark.parametrize("name", ["carol\x1b[2Jx", "carol\troot", "c" * 513, "   "])
+def test_an_airflow_user_name_the_cli_would_refuse_as_by_settles_nothing(
+    client: tuple[TestClient, Path], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The recorded name is held to the CLI's --by rule: a name no listing could show is not stored."""
+    app, path = client
+    monkeypatch.setattr(page, "access_for", lambda user: ACCESS[EDITOR])
+    monkeypatch.setattr(page_settle, "may_settle", lambda user, episode, access: True)
+    with open_store(path) as store:
+        eid, seen = _lost(store, "manual__by")
+        before = store.get(eid)
+    headers = {"x-user": name, "Authorization": "Bearer token-of-someone", "Origin": f"http://{HOST}"}
+    csrf = app.get("/api/session", headers=headers).json()["csrf_token"]
+    body = {"answer": "not_submitted", "comment": "never sent", "seen_updated_at": seen}
+    answer = app.post(f"/api/episodes/{eid}/settle", json=body, headers={**headers, "X-CSRF-Token": csrf})
+    assert answer.status_code == 400 and "as the CLI's --by" in answer.json()["detail"]
+    with open_store(path) as store:
+        assert store.get(eid) == before
