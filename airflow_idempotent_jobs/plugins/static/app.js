@@ -95,20 +95,94 @@ function when(iso) {
   });
 }
 
-// Airflow's own light or dark theme (its localStorage "theme": light, dark or system).
-function applyTheme() {
+// Airflow's look. Inside Airflow's frame (same origin) the page takes Airflow's live design tokens
+// (Chakra's CSS variables on its document) for its own, and follows when the user switches
+// Airflow's theme; on the bare page, Airflow's stored choice (localStorage "theme": light, dark or
+// system) picks style.css's copy of them.
+const TOKENS = {
+  "--ij-font": "--chakra-fonts-body",
+  "--ij-mono": "--chakra-fonts-mono",
+  "--ij-bg": "--chakra-colors-bg",
+  "--ij-bg-subtle": "--chakra-colors-bg-subtle",
+  "--ij-bg-muted": "--chakra-colors-bg-muted",
+  "--ij-fg": "--chakra-colors-fg",
+  "--ij-fg-muted": "--chakra-colors-fg-muted",
+  "--ij-border": "--chakra-colors-border",
+  "--ij-border-emphasized": "--chakra-colors-border-emphasized",
+  "--ij-link": "--chakra-colors-fg-info",
+  "--ij-error-fg": "--chakra-colors-fg-error",
+  "--ij-error-bg": "--chakra-colors-bg-error",
+  "--ij-warning-fg": "--chakra-colors-fg-warning",
+  "--ij-warning-bg": "--chakra-colors-bg-warning",
+  "--ij-success-fg": "--chakra-colors-fg-success",
+  "--ij-button": "--chakra-colors-button-solid",
+  "--ij-button-contrast": "--chakra-colors-button-contrast",
+  "--ij-chart": "--chakra-colors-blue-solid",
+};
+const STATES = ["success", "failed", "running", "queued", "scheduled", "deferred", "up_for_retry",
+  "up_for_reschedule", "upstream_failed", "skipped", "restarting", "removed", "none"];
+for (const state of STATES) TOKENS[`--ij-state-${state}`] = `--chakra-colors-${state.replaceAll("_", "-")}-solid`;
+
+function airflowDocument() {
+  try {
+    const parent = window.parent;
+    if (parent === window || !parent.document || !parent.document.body) return null;
+    return parent.document;  // throws for a cross-origin parent: then not Airflow's frame
+  } catch (_) {
+    return null;
+  }
+}
+
+function storedTheme() {
   let theme = "system";
   try {
     theme = localStorage.getItem("theme") || "system";
   } catch (_) {
     theme = "system";
   }
-  const dark = theme === "dark" || (theme !== "light" && matchMedia("(prefers-color-scheme: dark)").matches);
-  document.documentElement.dataset.theme = dark ? "dark" : "light";
+  return theme === "dark" || (theme !== "light" && matchMedia("(prefers-color-scheme: dark)").matches);
 }
 
+// Copies Airflow's tokens as its body resolves them (the dark ones apply under html.dark); true if
+// the parent is Airflow's UI (it defines them).
+function adoptAirflowTokens(airflow) {
+  const computed = getComputedStyle(airflow.body);
+  if (!computed.getPropertyValue("--chakra-colors-bg").trim()) return false;
+  const root = document.documentElement;
+  for (const [ours, theirs] of Object.entries(TOKENS)) {
+    const value = computed.getPropertyValue(theirs).trim();
+    if (value) root.style.setProperty(ours, value);
+    else root.style.removeProperty(ours);
+  }
+  root.dataset.theme = airflow.documentElement.classList.contains("dark") ? "dark" : "light";
+  root.dataset.tokens = "airflow";
+  return true;
+}
+
+function applyTheme() {
+  const airflow = airflowDocument();
+  if (airflow && adoptAirflowTokens(airflow)) {
+    new MutationObserver(() => adoptAirflowTokens(airflow)).observe(airflow.documentElement, {
+      attributes: true, attributeFilter: ["class", "style"],
+    });
+    return;
+  }
+  document.documentElement.dataset.theme = storedTheme() ? "dark" : "light";
+  addEventListener("storage", (event) => {
+    if (event.key === "theme") document.documentElement.dataset.theme = storedTheme() ? "dark" : "light";
+  });
+}
+
+// Costs in the unit of [idempotent_jobs] currency, which every answer of the API carries (null: none shown).
+let CURRENCY = null;
+
 function money(value) {
-  return value === null || value === undefined ? "" : Number(value).toFixed(2);
+  if (value === null || value === undefined) return "";
+  return CURRENCY ? `${Number(value).toFixed(2)} ${CURRENCY}` : Number(value).toFixed(2);
+}
+
+function useCurrency(answer) {
+  CURRENCY = answer && typeof answer.currency === "string" && answer.currency ? answer.currency : null;
 }
 
 function weekUrl(week) {
@@ -256,15 +330,26 @@ function showError(error) {
   box.hidden = false;
 }
 
+function commandLine(parent, command, kind) {
+  parent.appendChild(el("code", command, { class: kind }));
+  const copy = el("button", "Copy", { type: "button", class: "copy", "data-copies": kind });
+  copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(command));
+  parent.appendChild(copy);
+}
+
 function attentionItem(item, withEpisodeLink) {
   const li = el("li", null, { "data-episode-id": item.episode_id });
   if (withEpisodeLink) li.appendChild(link(item.episode_id, episodeUrl(item.episode_id)));
   li.appendChild(el("span", ` ${item.reason} `, { class: "reason" }));
-  if (item.command) {
-    li.appendChild(el("code", item.command, { class: "command" }));
-    const copy = el("button", "Copy", { type: "button", class: "copy" });
-    copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(item.command));
-    li.appendChild(copy);
+  if (item.command) commandLine(li, item.command, "command");
+  if (item.lookup_command) {
+    // The token a lookup at the provider asks for, and the command that does it on the store's host.
+    const lookup = el("div", null, { class: "lookup" });
+    lookup.appendChild(el("span", "Look its token "));
+    lookup.appendChild(el("code", item.token === null ? "(none recorded)" : item.token, { class: "token" }));
+    lookup.appendChild(el("span", " up at the provider (PROVIDER_URL: its job API; the credential in $IDEMPOTENT_JOBS_PROVIDER_TOKEN): "));
+    commandLine(lookup, item.lookup_command, "lookup-command");
+    li.appendChild(lookup);
   }
   return li;
 }
@@ -303,6 +388,7 @@ function renderDamaged(damaged) {
 }
 
 function renderWeek(week) {
+  useCurrency(week);
   $("#week-id").textContent = week.week_id;
   $("#previous-week").href = weekUrl(week.previous);
   $("#next-week").href = weekUrl(week.next);
@@ -423,6 +509,7 @@ function definition(list, term, value) {
 }
 
 function renderEpisode(view) {
+  useCurrency(view);
   const episode = view.episode;
   const submission = episode.submission || {};
   const approval = episode.approval || {};
