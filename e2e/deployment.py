@@ -233,17 +233,22 @@ class Deployment:
         client.close()
 
     def _start_provider(self) -> None:
-        log = self.workdir / "provider.log"
+        self.provider_url = self.provider_process("provider")
+
+    def provider_process(self, name: str) -> str:
+        """A provider server that ignores tokens (capability (a) off), in an OS process named ``name``: its URL."""
+        log = self.workdir / f"{name}.log"
         command = [sys.executable, "-m", "airflow_idempotent_jobs.testing.server", "--port", "0"]
         command += ["--token", self.provider_token, "--ignore-tokens", "--polls-to-finish", "2"]
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=log.open("wb"), cwd=REPO, start_new_session=True
         )
-        self.processes.append(Process("provider", proc, log))
+        self.processes.append(Process(name, proc, log))
         assert proc.stdout is not None
-        self.provider_url = proc.stdout.readline().decode().strip()
-        if not self.provider_url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"the provider server did not start: {log.read_text()[-2000:]}")
+        url = proc.stdout.readline().decode().strip()
+        if not url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the {name} server did not start: {log.read_text()[-2000:]}")
+        return url
 
     def _start_prediction_api(self) -> None:
         """The example adapter's API in its own process; its first paid call loses its answer."""

@@ -29,7 +29,18 @@ from e2e.airflow_rest import AirflowRest
 from e2e.deployment import AIRFLOW, PG_HOST, PG_PORT, PG_USER, free_port
 from e2e.tcp_relay import TcpRelay
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, BETA, HOSTILE_KEY, HOSTILE_TEXT, MIGRATED_KEY, MIMIC, Seeded, lost_episode
+from e2e.ui_seed import (
+    ALPHA,
+    BETA,
+    CURRENCY,
+    HOSTILE_KEY,
+    HOSTILE_TEXT,
+    MIGRATED_KEY,
+    MIMIC,
+    STORE_OPTION,
+    Seeded,
+    lost_episode,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
@@ -156,7 +167,11 @@ def test_an_allowed_episode_view_carries_the_record_owner_and_attention(
     assert body["episode"]["submission"]["state"] == "unknown"
     assert [h["to"] for h in body["episode"]["submission"]["history"]] == ["submitting", "unknown"]
     assert body["owner"]["dag_id"] == ALPHA and body["owner"]["task_id"] == "allocate"
-    assert [item["command"] for item in body["attention"]] == [f"idempotent-jobs reconcile {stuck}"]
+    assert [item["command"] for item in body["attention"]] == [f"idempotent-jobs {STORE_OPTION} reconcile {stuck}"]
+    (item,) = body["attention"]
+    assert item["token"] == body["episode"]["submission"]["token"]
+    assert item["lookup_command"] == f"{item['command']} --provider-url PROVIDER_URL"
+    assert body["currency"] == CURRENCY
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,20 @@ from e2e.browser import Browser, BrowserError
 from e2e.deployment import REPO, free_port
 from e2e.results import Results, run_deployed
 from e2e.ui_deployment import ADMIN, ALICE, BOB, BUDGET, CAROL, READABLE, UiDeployment
-from e2e.ui_seed import ALPHA, ALPHA_PAID, BETA, HOSTILE_KEY, HOSTILE_TEXT, PWN, RLO, Seeded, big_week, lost_episode
+from e2e.ui_seed import (
+    ALPHA,
+    ALPHA_PAID,
+    ALPHA_SETTLE,
+    BETA,
+    CURRENCY,
+    HOSTILE_KEY,
+    HOSTILE_TEXT,
+    PWN,
+    RLO,
+    Seeded,
+    big_week,
+    lost_episode,
+)
 
 DOCS_IMG = REPO / "docs" / "img"
 #: Whose episode view each user opens (the owning DAG, or None for the migrated job).
@@ -201,9 +214,13 @@ class UserChecks:
         body = browser.text()
         leaked = [eid for eid in self.expected.hidden() if eid in body]
         self.check("no episode of a DAG this user may not read appears anywhere", not leaked, leaked or "none")
-        spend = f"{self.seeded.spend(current, self.expected.dags):.2f}"
+        spend = f"{self.seeded.spend(current, self.expected.dags):.2f} {CURRENCY}"
         totals = (browser.text("#spend"), browser.text("#budget"))
-        self.check("spend this week against the weekly budget", totals == (spend, f"of {BUDGET:.2f} budget"), totals)
+        self.check(
+            "spend this week against the weekly budget, in [idempotent_jobs] currency",
+            totals == (spend, f"of {BUDGET:.2f} {CURRENCY} budget"),
+            totals,
+        )
         counts = browser.text("#counts p[data-kind=status] span")
         self.check("counts per status", counts == self.expected.counts_line(current), counts)
         by_dag = browser.evaluate(
@@ -225,6 +242,24 @@ class UserChecks:
             "needs attention: each stuck episode with its exact reconcile command",
             commands == {eid: self.seeded.command(eid) for eid in stuck},
             commands,
+        )
+        lookups = browser.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('#attention-list li')].filter(li =>"
+            " li.querySelector('.lookup')).map(li => [li.dataset.episodeId,"
+            " [li.querySelector('code.token').textContent, li.querySelector('code.lookup-command').textContent]]))"
+        )
+        paid_stuck = [eid for eid in stuck if "--effect" not in self.seeded.command(eid)]
+        want_lookups = {
+            eid: [
+                self.expected.records[eid].submission.token or "(none recorded)",
+                f"{self.seeded.command(eid)} --provider-url PROVIDER_URL",
+            ]
+            for eid in paid_stuck
+        }
+        self.check(
+            "a stuck submission shows its token and the lookup command, the store named by its connection id",
+            lookups == want_lookups,
+            lookups,
         )
         if stuck:
             browser.grant_clipboard()
@@ -542,16 +577,6 @@ def settle_from_the_page(ui: UiDeployment, out: Results, shots: Path) -> None:
             "!document.querySelector('#settle-dialog').open && document.querySelector('#settle-open').hidden",
         )
         browser.screenshot(shots / f"{CAROL}-settled.png")
-        browser.evaluate("localStorage.setItem('theme', 'dark')")  # what Airflow's own theme switch stores
-        browser.goto(url)
-        browser.wait_until("the episode view", episode_loaded)
-        background = browser.evaluate("getComputedStyle(document.body).backgroundColor")
-        browser.screenshot(shots / f"{CAROL}-dark.png")
-        out.expect(
-            "[carol] Airflow's dark theme (its localStorage 'theme') makes the page dark",
-            browser.evaluate("document.documentElement.dataset.theme") == "dark" and background == "rgb(26, 32, 44)",
-            background,
-        )
     with contextlib.closing(open_store(ui.store_url)) as store:
         sub = store.get(eid).submission
     last = sub.history[-1]
@@ -697,6 +722,155 @@ def airflow_state(ui: UiDeployment, out: Results, shots: Path) -> None:
     )
 
 
+def _settle_in_dialog(browser: Browser, ui: UiDeployment, eid: str, answer: str, comment: str, ref: str = "") -> None:
+    """Open ``eid``'s view, settle it in the dialog with ``answer`` (and ``ref`` for "ours"), wait until done."""
+    browser.goto(f"{ui.page_url}episodes/{eid}")
+    browser.wait_until("the settle control", "!document.querySelector('#settle-open').hidden")
+    opened = "document.querySelector('#settle-dialog').open"
+
+    def open_dialog() -> bool | None:
+        # The Airflow states load after the record and move the button: click again until it opens.
+        if not browser.evaluate(opened):
+            browser.click("#settle-open")
+        return bool(browser.evaluate(opened)) or None
+
+    browser.wait_for("the settle dialog", open_dialog)
+    browser.click(f"input[name=answer][value={answer}]")
+    if ref:
+        browser.type_into("#settle-ref", ref)
+    browser.type_into("#settle-comment", comment)
+    browser.click("#settle-confirm")
+    browser.wait_until(
+        "the settled episode",
+        "!document.querySelector('#settle-dialog').open && document.querySelector('#settle-open').hidden",
+    )
+
+
+def settle_then_retry(ui: UiDeployment, out: Results, shots: Path) -> None:
+    """Two real runs of a capability (c) DAG lose their paid answers: one after the provider made the
+    job, one before (a 5xx, nothing made); both fail for good. Carol settles each on the page as the
+    provider's console says (ours: REF; not submitted); a clear of each run then resumes the job or
+    submits once: one billed job per episode."""
+    rest = AirflowRest(ui.api_url, ADMIN, ui.passwords[ADMIN])
+    rest.login()
+    runs: dict[str, str] = {}
+    for case, fault, day in (("made", "drop_after_accept", "2020-03-16"), ("not made", "5xx", "2020-03-17")):
+        ui.settle_provider("POST", "/_admin/config", {"fault": fault, "fault_times": 1})
+        run = rest._call(
+            "POST", f"/api/v2/dags/{ALPHA_SETTLE}/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": {}}
+        )
+        runs[case] = str(run["dag_run_id"])
+        state = rest.wait_for_run(ALPHA_SETTLE, runs[case], timeout=180)
+        out.expect(f"[settle {case}] the lost answer fails the run for good (capability (c))", state == "failed", state)
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        episodes = {
+            case: next(e for e in store.list("2020-W12") if e.allocation_key.endswith(f":allocate:{run_id}"))
+            for case, run_id in runs.items()
+        }
+    stats = ui.settle_provider("GET", "/_admin/stats")
+    made = [job for job in stats["jobs"].values() if job["token"] == episodes["made"].submission.token]
+    out.expect(
+        "[settle] both submissions are unknown; the provider made one job (for the first) and none for the second",
+        [e.submission.state.value for e in episodes.values()] == ["unknown", "unknown"]
+        and len(stats["jobs"]) == 1
+        and len(made) == 1,
+        {"states": {c: e.submission.state.value for c, e in episodes.items()}, "jobs": len(stats["jobs"])},
+    )
+    with Browser(ui.workdir, f"{CAROL}-settle-retry") as browser:
+        _log_in(browser, ui, CAROL)
+        _settle_in_dialog(
+            browser, ui, episodes["made"].episode_id, "ours", "the provider's console lists it", ref=made[0]["id"]
+        )
+        _settle_in_dialog(browser, ui, episodes["not made"].episode_id, "not_submitted", "no job in the console")
+        browser.screenshot(shots / f"{CAROL}-settled-not-made.png")
+    finished = {}
+    for case, run_id in runs.items():
+        rest.clear_run(ALPHA_SETTLE, run_id)
+        finished[case] = (
+            rest.wait_for_run(ALPHA_SETTLE, run_id, timeout=180),
+            rest.task_instance(ALPHA_SETTLE, run_id, "generate"),
+        )
+    stats = ui.settle_provider("GET", "/_admin/stats")
+    with contextlib.closing(open_store(ui.store_url)) as store:
+        after = {case: store.get(e.episode_id).submission for case, e in episodes.items()}
+    per_token = Counter(job["token"] for job in stats["jobs"].values())
+    out.expect(
+        "[settle, ours: REF] the clear resumes the job it names and pays nothing more",
+        finished["made"][0] == "success"
+        and after["made"].state.value == "succeeded"
+        and after["made"].remote_ref == made[0]["id"]
+        and per_token[after["made"].token] == 1,
+        {"run": finished["made"][0], "state": after["made"].state.value, "ref": after["made"].remote_ref},
+    )
+    out.expect(
+        "[settle, not submitted] the clear submits exactly once",
+        finished["not made"][0] == "success"
+        and after["not made"].state.value == "succeeded"
+        and per_token[after["not made"].token] == 1,
+        {"run": finished["not made"][0], "state": after["not made"].state.value},
+    )
+    out.expect(
+        "[settle] one billed job per episode: the provider made 2 jobs for the 2 episodes",
+        len(stats["jobs"]) == 2 and set(per_token.values()) == {1},
+        {"jobs": len(stats["jobs"]), "per token": dict(per_token)},
+    )
+
+
+#: The computed look of a document: its background (the body's, or the root's under a transparent body),
+#: text colour and font (``doc``: a JS expression for the document).
+LOOK = (
+    "(doc => {{ const s = getComputedStyle(doc.body), h = getComputedStyle(doc.documentElement);"
+    " const bg = s.backgroundColor === 'rgba(0, 0, 0, 0)' ? h.backgroundColor : s.backgroundColor;"
+    " return {{bg: bg, fg: s.color, font: s.fontFamily}}; }})({doc})"
+)
+FRAME_DOC = "document.querySelector('iframe').contentDocument"
+
+
+def native_look(ui: UiDeployment, out: Results, shots: Path) -> None:
+    """Inside Airflow's frame the page wears Airflow's own tokens (background, text colour, font),
+    and follows the user's switch to dark mode in Airflow's own menu without a reload."""
+    with Browser(ui.workdir, f"{ADMIN}-look") as browser:
+        _log_in(browser, ui, ADMIN)
+        browser.goto(f"{ui.api_url}/plugin/idempotent-jobs/idempotent-jobs/")
+        browser.wait_until("the framed page", f"{FRAME_DOC}?.querySelector('#week-id')?.textContent")
+        airflow, page = browser.evaluate(LOOK.format(doc="document")), browser.evaluate(LOOK.format(doc=FRAME_DOC))
+        tokens = browser.evaluate(f"{FRAME_DOC}.documentElement.dataset.tokens ?? null")
+        out.expect(
+            "[admin] inside Airflow's frame the page takes Airflow's tokens: its background, text colour and font",
+            tokens == "airflow" and page == airflow,
+            {"Airflow": airflow, "page": page, "tokens": tokens},
+        )
+        # Airflow's own switch: the user menu, Appearance, Dark Mode.
+        browser.click("button[aria-label=User]")
+        browser.wait_until("the user menu", _has_text("[role=menuitem]", "Appearance"))
+        browser.click_text("[role=menuitem]", "Appearance")
+        browser.wait_until("the Appearance menu", _has_text("[role=menuitemradio]", "Dark Mode"))
+        browser.click_text("[role=menuitemradio]", "Dark Mode")
+        browser.wait_until("Airflow's dark theme", "document.documentElement.classList.contains('dark')")
+        browser.wait_until("the page's dark theme", f"{FRAME_DOC}.documentElement.dataset.theme === 'dark'")
+        browser.page.keyboard.press("Escape")  # close Airflow's menu before the screenshot
+        browser.wait_until(
+            "the menu to close", "![...document.querySelectorAll('[role=menu]')].some(m => m.offsetParent)"
+        )
+        dark_airflow = browser.evaluate(LOOK.format(doc="document"))
+        dark_page = browser.evaluate(LOOK.format(doc=FRAME_DOC))
+        browser.screenshot(shots / f"{ADMIN}-dark.png")
+        out.expect(
+            "[admin] Airflow's Appearance > Dark Mode turns the framed page dark at once, in Airflow's dark colours",
+            dark_page == dark_airflow and dark_page["bg"] != page["bg"],
+            {"Airflow": dark_airflow, "page": dark_page, "light page": page},
+        )
+        browser.goto(f"{ui.page_url}?week={ui.seeded.current if ui.seeded else ''}")
+        browser.wait_until("the bare page", "document.querySelector('#week-id')?.textContent")
+        bare = browser.evaluate(LOOK.format(doc="document"))
+        out.expect(
+            "[admin] the bare page (outside the frame) keeps Airflow's stored dark choice, in the same colours",
+            browser.evaluate("document.documentElement.dataset.theme") == "dark" and bare == dark_airflow,
+            {"bare page": bare, "Airflow": dark_airflow},
+        )
+        browser.evaluate("localStorage.setItem('theme', 'light')")
+
+
 def _log_in(browser: Browser, ui: UiDeployment, user: str) -> None:
     browser.goto(f"{ui.api_url}/auth/login?next={quote(ui.page_url, safe='')}")
     browser.wait_until("Airflow's login form", "document.querySelector('input[name=password]')")
@@ -743,6 +917,14 @@ def run(ui: UiDeployment, out: Results, shots: Path) -> None:
             filters_search_sort_pages(ui, out, shots)
         except BrowserError as exc:
             out.expect("[big week] the walk ran to the end", False, exc)
+        try:
+            settle_then_retry(ui, out, shots)
+        except (BrowserError, RuntimeError, TimeoutError) as exc:
+            out.expect("[settle then retry] the walk ran to the end", False, exc)
+        try:
+            native_look(ui, out, shots)
+        except BrowserError as exc:
+            out.expect("[look] the walk ran to the end", False, exc)
         try:
             airflow_state(ui, out, shots)
         except (BrowserError, RuntimeError, TimeoutError) as exc:

@@ -2,8 +2,9 @@
 
 LocalExecutor on 127.0.0.1 (`Deployment`): api-server, scheduler (it runs the tasks) and
 dag-processor; Airflow's metadata and the episode store in PostgreSQL databases of their own. The
-store is the deployment's ``[idempotent_jobs] store_conn_id`` (``ij_store``), seeded by
-`e2e.ui_seed.seed` before anything starts; the weekly budget is `BUDGET`.
+store is the deployment's ``[idempotent_jobs] store_conn_id`` (``ij_store``; the page's commands
+name it so), seeded by `e2e.ui_seed.seed` before anything starts; the weekly budget is `BUDGET`,
+in ``[idempotent_jobs] currency`` ``EUR``.
 
 Access (the simple auth manager in multi-team mode, ``[core] multi_team = True``): the DAGs live
 in two bundles, ``team_a`` (``ij_ui_alpha``) and ``team_b`` (``ij_ui_beta``), and each viewer
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.deployment import AIRFLOW, Deployment, free_port, wait_for
-from e2e.ui_seed import ALPHA, ALPHA_PAID, BETA, MIMIC, Seeded, seed
+from e2e.ui_seed import ALPHA, ALPHA_PAID, ALPHA_SETTLE, BETA, CURRENCY, MIMIC, STORE_CONN_ID, Seeded, seed
 
 DAGS = Path(__file__).resolve().parent / "dags_ui"
 ADMIN, ALICE, BOB = "admin", "alice", "bob"
@@ -57,9 +58,11 @@ class UiDeployment(Deployment):
     executor: str = "LocalExecutor"
     workers: tuple[str, ...] = ()
     prediction_api: bool = False
-    dag_ids: tuple[str, ...] = (ALPHA, BETA, MIMIC, ALPHA_PAID)
-    #: No DAG here pays: the base's provider Connection only needs a well-formed URL (nothing listens).
+    dag_ids: tuple[str, ...] = (ALPHA, BETA, MIMIC, ALPHA_PAID, ALPHA_SETTLE)
+    #: ALPHA_PAID's provider (``media_provider``): nothing listens, so its paid step fails.
     provider_url: str = "http://127.0.0.1:9"
+    #: ALPHA_SETTLE's provider (``settle_provider``): a live server, neither tokens nor lookup.
+    settle_provider_url: str = ""
     passwords: dict[str, str] = field(
         default_factory=lambda: {user: f"{user[0]}-" + os.urandom(6).hex() for user in (ADMIN, ALICE, BOB, CAROL)}
     )
@@ -78,7 +81,18 @@ class UiDeployment(Deployment):
     def bundle_path(self, team: str) -> Path:
         return self.home("control") / "dags" / team
 
+    def settle_provider(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The settle provider's admin API: ``/_admin/stats`` (jobs and counters), ``/_admin/config`` (faults)."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.provider_token}"}
+        answer = httpx.request(method, self.settle_provider_url + path, json=body, headers=headers, timeout=10)
+        answer.raise_for_status()
+        return answer.json()
+
     def env(self, name: str) -> dict[str, str]:
+        from airflow_idempotent_jobs.testing.server import ServerConfig, server_connection
+
         env = super().env(name)
         passwords = self.workdir / "passwords.json"
         passwords.write_text(json.dumps(self.passwords))
@@ -101,7 +115,16 @@ class UiDeployment(Deployment):
                 ),
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
                 "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
-                "AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID": "ij_store",
+                "AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID": STORE_CONN_ID,
+                "AIRFLOW__IDEMPOTENT_JOBS__CURRENCY": CURRENCY,
+                "AIRFLOW_CONN_SETTLE_PROVIDER": json.dumps(
+                    server_connection(
+                        self.settle_provider_url or "http://127.0.0.1:9",
+                        self.provider_token,
+                        ServerConfig(honour_tokens=False),
+                        lookup_path=None,
+                    )
+                ),
                 "AIRFLOW__IDEMPOTENT_JOBS__TIMEZONE": "UTC",
                 "AIRFLOW__IDEMPOTENT_JOBS__WEEKLY_BUDGET": str(BUDGET),
             }
@@ -122,6 +145,7 @@ class UiDeployment(Deployment):
             self.seeded = seed(store)
         finally:
             store.close()
+        self.settle_provider_url = self.provider_process("settle-provider")
         self.airflow("db", "migrate", timeout=300)
         for team in TEAMS:
             self.airflow("teams", "create", team)

@@ -21,8 +21,16 @@ from airflow_idempotent_jobs.operations import Owner, owner_of
 from airflow_idempotent_jobs.stores import EpisodeStore
 
 ALPHA, BETA = "ij_ui_alpha", "ij_ui_beta"
+#: The deployment's store: ``[idempotent_jobs] store_conn_id``; the page's commands name it so.
+STORE_CONN_ID = "ij_store"
+STORE_OPTION = f"--store-conn-id {STORE_CONN_ID}"
+#: ``[idempotent_jobs] currency``: the page shows every cost and budget in it.
+CURRENCY = "EUR"
 #: team_a's DAG with a paid step that fails (e2e/dags_ui/ij_ui_alpha.py); it seeds nothing.
 ALPHA_PAID = "ij_ui_alpha_paid"
+#: team_a's DAG whose paid step pays a provider with neither tokens nor lookup (capability (c)): a lost
+#: answer fails it for good until someone settles it (e2e/dags_ui/ij_ui_alpha.py); it seeds nothing.
+ALPHA_SETTLE = "ij_ui_alpha_settle"
 #: team_b's DAG that names ALPHA in its allocation keys (e2e/dags_ui/ij_ui_beta.py); it seeds nothing.
 MIMIC = "ij_ui_beta_mimic"
 #: The key of the migrated job: no DAG named, so only store-wide users see it.
@@ -60,9 +68,11 @@ class Seeded:
     #: Allocated by BETA's task with a key naming ALPHA: BETA's, on BETA's page only.
     mimic: str = ""
 
-    def command(self, episode_id: str) -> str:
-        """The reconcile command the page gives for ``episode_id``'s attention item."""
-        return self.commands.get(episode_id, f"idempotent-jobs reconcile {episode_id}")
+    def command(self, episode_id: str, store_option: str = STORE_OPTION) -> str:
+        """The reconcile command the page gives for ``episode_id``'s attention item (the deployment names
+        its store by Connection: ``[idempotent_jobs] store_conn_id``)."""
+        base = self.commands.get(episode_id, f"idempotent-jobs reconcile {episode_id}")
+        return base.replace("idempotent-jobs ", f"idempotent-jobs {store_option} ", 1)
 
     def visible_to(self, dags: set[str | None]) -> list[str]:
         return sorted(eid for dag, ids in self.by_dag.items() if dag in dags for eid in ids)

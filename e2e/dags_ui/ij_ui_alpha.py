@@ -45,3 +45,22 @@ with DAG(
         request={"prompt": "the week in review"},
         retries=0,
     ).set_upstream(AllocateEpisodeOperator(task_id="allocate"))
+
+# team_a's DAG that pays a live provider with neither idempotency tokens nor a lookup (capability (c)):
+# a lost answer leaves its submission unknown and fails the task for good; a person settles it on the
+# page, and a clear of the run then resumes the job (ours: REF) or submits once (not submitted).
+with DAG(
+    "ij_ui_alpha_settle",
+    schedule=None,
+    start_date=pendulum.datetime(2020, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["idempotent-jobs", "team_a"],
+):
+    PaidGenerationOperator(
+        task_id="generate",
+        episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+        provider_conn_id="settle_provider",
+        request={"prompt": "the week in review"},
+        retries=0,
+        poll_initial_delay=0.5,
+    ).set_upstream(AllocateEpisodeOperator(task_id="allocate"))
