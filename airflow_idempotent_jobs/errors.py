@@ -6,6 +6,7 @@ Policy (``exit_code``, ``retryable``) is read from the class by every caller; se
     IdempotentJobsError ............................ 5 retry  the root
     ├── InvalidIdentifier (ValueError) ............. 2        a week id, episode id, key or fingerprint
     ├── InvalidConfiguration (ValueError) .......... 2        a setting that cannot work
+    │   └── InvalidPageSetting ..................... 2        one only the operations page reads
     ├── InvalidRequest (ValueError) ................ 2        a request with no canonical JSON form
     ├── EpisodeNotFound (LookupError) .............. 4
     ├── StoreCorrupted ............................. 5        nothing was overwritten
@@ -65,6 +66,7 @@ __all__ = [
     "IdempotentJobsError",
     "IllegalTransition",
     "InvalidConfiguration",
+    "InvalidPageSetting",
     "InvalidIdentifier",
     "InvalidRequest",
     "LegacyApprovalError",
@@ -124,6 +126,11 @@ class InvalidConfiguration(IdempotentJobsError, ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"invalid {what}: {field}: {reason}")
+
+
+class InvalidPageSetting(InvalidConfiguration):
+    """A setting only the operations page reads (``weekly_budget``, ``currency``): the page answers 503
+    naming it, not "store misconfigured"; the operators never read these."""
 
 
 class InvalidRequest(IdempotentJobsError, ValueError):

@@ -29,7 +29,6 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 
 from .page_auth import VisibleStore, access_for, api_user, page_user
 from .page_settings import (
-    PageSettingInvalid,
     PageStore,
     currency,
     current_week,
@@ -99,6 +98,7 @@ def create_app() -> FastAPI:
             IdempotentJobsError,
             InvalidConfiguration,
             InvalidIdentifier,
+            InvalidPageSetting,
             StoreUnavailable,
         )
 
@@ -110,7 +110,7 @@ def create_app() -> FastAPI:
             raise HTTPException(404, f"episode {exc.episode_id} not found") from None
         except StoreUnavailable as exc:
             raise HTTPException(503, "episode store unavailable: " + store.scrub(str(exc))) from None
-        except PageSettingInvalid as exc:
+        except InvalidPageSetting as exc:
             raise HTTPException(503, "the page is misconfigured: " + store.scrub(str(exc))) from None
         except InvalidConfiguration as exc:
             raise HTTPException(503, "episode store misconfigured: " + store.scrub(str(exc))) from None

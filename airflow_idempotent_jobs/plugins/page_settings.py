@@ -12,14 +12,13 @@ import shlex
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidConfiguration
+from ..errors import InvalidPageSetting
 
 if TYPE_CHECKING:
     from ..identity import WeekId
     from ..stores import EpisodeStore
 
 __all__ = [
-    "PageSettingInvalid",
     "PageStore",
     "currency",
     "current_week",
@@ -35,16 +34,11 @@ COMMAND = "idempotent-jobs"
 CURRENCY_MAX = 12
 
 
-class PageSettingInvalid(InvalidConfiguration):
-    """A setting only the page reads (``weekly_budget``, ``currency``) is unusable: the page answers 503
-    naming it (not "store misconfigured"); the operators never read these."""
-
-
-def _invalid(option: str, reason: str) -> PageSettingInvalid:
-    """`PageSettingInvalid` for ``[idempotent_jobs] <option>``, named with its environment variable."""
+def _invalid(option: str, reason: str) -> InvalidPageSetting:
+    """`InvalidPageSetting` for ``[idempotent_jobs] <option>``, named with its environment variable."""
     from ..config import SECTION, env_name
 
-    return PageSettingInvalid("deployment setting", f"[{SECTION}] {option} ({env_name(option)})", reason)
+    return InvalidPageSetting("deployment setting", f"[{SECTION}] {option} ({env_name(option)})", reason)
 
 
 def weekly_budget() -> float | None:

@@ -148,7 +148,7 @@ def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHo
 
 def test_provider_contributes_its_config_section() -> None:
     section = get_provider_info()["config"]["idempotent_jobs"]
-    assert set(section["options"]) == {"store", "store_conn_id", "timezone", "weekly_budget"}
+    assert set(section["options"]) == {"store", "store_conn_id", "timezone", "weekly_budget", "currency"}
     assert section["options"]["store"]["sensitive"] is True  # a URL may carry a password
     assert all(option["default"] == "" for option in section["options"].values())
 

@@ -196,6 +196,9 @@ def test_episode_view_is_the_record_as_stored(store: EpisodeStore, scenario: Sce
         "map_index": 4,
     }
     assert [a["command"] for a in view["attention"]] == [f"idempotent-jobs reconcile {scenario.unknown}"]
+    # The token a lookup at the provider needs, as the record holds it.
+    token = view["episode"]["submission"]["token"]
+    assert token and [a["token"] for a in view["attention"]] == [token]
     rejected = episode_view(store, scenario.rejected, now=NOW)
     assert rejected["attention"] == []
     assert rejected["episode"]["approval"]["decision"] == "rejected"

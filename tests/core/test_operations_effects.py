@@ -53,7 +53,12 @@ def test_needs_attention_lists_unknown_and_stale_effects(store: EpisodeStore, sc
         (s.stale, f"idempotent-jobs reconcile {s.stale} --effect 'publish[3]'"),  # quoted: [3] is a shell pattern
         (s.garbled, f"idempotent-jobs check {s.garbled}"),
     ]
-    assert all(set(a) == {"episode_id", "reason", "command"} for a in view["attention"])
+    keys = [set(a) for a in view["attention"]]  # a submission's entry adds its token; effects and check none
+    assert (
+        keys
+        == [{"episode_id", "reason", "command"}, {"episode_id", "reason", "command", "token"}]
+        + [{"episode_id", "reason", "command"}] * 2
+    )
     unknown, _, stale, garbled = (a["reason"] for a in view["attention"])
     assert unknown.startswith("effect publish unknown since ") and "it may have happened" in unknown
     assert "--lookup-url URL" in unknown and "--done REF" in unknown and "--not-done" in unknown
