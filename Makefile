@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,postgres,celery,openai,anthropic,bedrock,docs
+EXTRAS := dev,postgres,celery,openai,anthropic,docs
 
 .PHONY: install lint test docs demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist compat browser clean
 
