@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["OPTIONS", "SECTION", "airflow_conf", "config_description", "env_name", "setting"]
+__all__ = ["OPTIONS", "SECTION", "airflow_conf", "api_base_url", "config_description", "env_name", "setting"]
 
 SECTION: Final = "idempotent_jobs"
 
@@ -99,6 +99,13 @@ def setting(option: str) -> str | None:
     value = airflow_conf().get(SECTION, option, fallback="")
     text = value.strip() if isinstance(value, str) else ""
     return text or None
+
+
+def api_base_url() -> str:
+    """Airflow's ``[api] base_url`` as set (empty when unset): where the browser finds the UI, the
+    plugin's page and its menu link (a path such as ``/airflow`` behind a proxy)."""
+    value = airflow_conf().get("api", "base_url", fallback="")
+    return value.strip() if isinstance(value, str) else ""
 
 
 def airflow_conf() -> Any:

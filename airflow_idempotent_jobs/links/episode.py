@@ -58,7 +58,7 @@ class EpisodeLink(BaseOperatorLink):
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from airflow.sdk.bases.xcom import BaseXCom
 
-        from ..config import airflow_conf
+        from ..config import api_base_url
 
         rendered = getattr(operator, "episode_id", None)
         episode_id = episode_id_from(rendered)
@@ -75,5 +75,4 @@ class EpisodeLink(BaseOperatorLink):
             return ""
         from ..airflow_compat import plugin_frame_follows_paths
 
-        base = airflow_conf().get("api", "base_url", fallback="") or ""
-        return episode_url(episode_id, base, framed=plugin_frame_follows_paths())
+        return episode_url(episode_id, api_base_url(), framed=plugin_frame_follows_paths())

@@ -21,10 +21,9 @@ def _base_path() -> str:
     """The path of ``[api] base_url`` (``/airflow`` behind a proxy), so the menu link works there too."""
     from urllib.parse import urlsplit
 
-    from ..config import airflow_conf
+    from ..config import api_base_url
 
-    base = airflow_conf().get("api", "base_url", fallback="") or ""
-    return urlsplit(base).path.rstrip("/")
+    return urlsplit(api_base_url()).path.rstrip("/")
 
 
 def _fastapi_apps() -> list[dict[str, Any]]:

@@ -53,17 +53,18 @@ MAX_REF: Final = 512
 ANSWERS: Final = ("ours", "not_submitted")
 
 
-def _credential(request: Request) -> str | None:
-    """The Airflow token this request is authenticated with: the Bearer header's, else the UI's cookie."""
+def _credential(request: Request) -> tuple[str | None, bool]:
+    """The Airflow token this request is authenticated with, and whether it came from the UI's cookie
+    (a browser sends that by itself): the Bearer header's when it holds one, else the cookie's."""
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer ") and header[7:].strip():
-        return header[7:].strip()
-    return request.cookies.get("_token") or None
+        return header[7:].strip(), False
+    return request.cookies.get("_token") or None, True
 
 
 def csrf_token(request: Request) -> str:
     """The token for this user's session: anyone who can read the page's answers, and no one else."""
-    credential = _credential(request)
+    credential, _ = _credential(request)
     if credential is None:
         raise HTTPException(401, "not logged in")
     return hmac.new(credential.encode(), _CSRF_PURPOSE, hashlib.sha256).hexdigest()
@@ -76,23 +77,19 @@ def check_same_origin(request: Request) -> None:
         raise HTTPException(403, f"refused: a state-changing request needs the page's {CSRF_HEADER} header")
     origin = request.headers.get("origin")
     if origin is None:
-        if _credential_is_cookie(request):
+        if _credential(request)[1]:
             raise HTTPException(403, "refused: a browser request without Origin")
         return
     if urlsplit(origin).netloc.lower() not in _own_hosts(request):
         raise HTTPException(403, "refused: a cross-site request")
 
 
-def _credential_is_cookie(request: Request) -> bool:
-    return not request.headers.get("authorization", "").lower().startswith("bearer ")
-
-
 def _own_hosts(request: Request) -> set[str]:
     """This server as the browser names it: the Host header, and ``[api] base_url``'s host behind a proxy."""
-    from ..config import airflow_conf
+    from ..config import api_base_url
 
     hosts = {request.headers.get("host", "").lower()}
-    base = airflow_conf().get("api", "base_url", fallback="") or ""
+    base = api_base_url()
     if base:
         hosts.add(urlsplit(base).netloc.lower())
     return {h for h in hosts if h}

@@ -210,3 +210,19 @@ def test_an_airflow_user_name_the_cli_would_refuse_as_by_settles_nothing(
     assert answer.status_code == 400 and "as the CLI's --by" in answer.json()["detail"]
     with open_store(path) as store:
         assert store.get(eid) == before
+
+
+def test_an_empty_bearer_header_beside_the_cookie_is_a_cookie_session(client: tuple[TestClient, Path]) -> None:
+    """The credential is the cookie's, so the request must say where it comes from, as any browser's."""
+    app, path = client
+    with open_store(path) as store:
+        eid, seen = _lost(store, "manual__empty_bearer")
+        before = store.get(eid)
+    app.cookies.set("_token", "cookie-token-of-carol")
+    headers = {"x-user": EDITOR, "Authorization": "Bearer "}
+    csrf = app.get("/api/session", headers=headers).json()["csrf_token"]
+    body = {"answer": "not_submitted", "comment": "never sent", "seen_updated_at": seen}
+    answer = app.post(f"/api/episodes/{eid}/settle", json=body, headers={**headers, "X-CSRF-Token": csrf})
+    assert answer.status_code == 403 and "without Origin" in answer.json()["detail"]
+    with open_store(path) as store:
+        assert store.get(eid) == before
