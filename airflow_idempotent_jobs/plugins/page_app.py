@@ -128,6 +128,10 @@ def create_app() -> FastAPI:
             log.exception("Idempotent Jobs page: unexpected error")
             raise HTTPException(500, "internal error of the Idempotent Jobs page; see the api-server log") from None
 
+    def for_the_page(view: dict[str, Any]) -> dict[str, Any]:
+        # The read model's view as the page answers it: commands naming the store, costs' unit.
+        return {**view, "attention": name_the_store(view["attention"]), "currency": currency()}
+
     def visible(user: BaseUser) -> EpisodeStore:
         # The read model's functions take a store; they call only list() and get(), which the view filters.
         return cast("EpisodeStore", VisibleStore(store.get(), access_for(user)))
@@ -154,8 +158,7 @@ def create_app() -> FastAPI:
 
             week = WeekId.parse(week_id)  # a bad id is 400 before the store or the auth manager is asked
             rows = RowQuery.parse(dict(request.query_params))  # so is a bad filter, sort or page
-            view = week_view(visible(user), week, budget=weekly_budget(), now=page_now(), rows=rows)
-            return {**view, "attention": name_the_store(view["attention"]), "currency": currency()}
+            return for_the_page(week_view(visible(user), week, budget=weekly_budget(), now=page_now(), rows=rows))
 
         return await run_in_threadpool(answer, work, user)
 
@@ -175,7 +178,7 @@ def create_app() -> FastAPI:
             offer = settle_offer(user, visible_store.get(eid), access, now)
             if offer is not None:  # the record as this view shows it: a change since is refused on settling
                 offer["seen_updated_at"] = view["episode"]["updated_at"]
-            return {**view, "attention": name_the_store(view["attention"]), "settle": offer, "currency": currency()}
+            return {**for_the_page(view), "settle": offer}
 
         return await run_in_threadpool(answer, work, user)
 
@@ -220,8 +223,7 @@ def create_app() -> FastAPI:
                 )
             except NotReconcilable as exc:
                 raise HTTPException(409, store.scrub(str(exc))) from None
-            view = episode_view(visible(user), eid, now=page_now())
-            return {**view, "attention": name_the_store(view["attention"]), "currency": currency()}
+            return for_the_page(episode_view(visible(user), eid, now=page_now()))
 
         return await run_in_threadpool(answer, work, user)
 
