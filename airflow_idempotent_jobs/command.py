@@ -40,9 +40,14 @@ def airflow_store(conn_id: str | None, lock_timeout: float | None) -> EpisodeSto
         with contextlib.redirect_stdout(sys.stderr):
             return hook.store
     except Exception as exc:
-        if type(exc).__name__ == "AirflowNotFoundException":
+        if type(exc).__name__ != "AirflowNotFoundException":
+            raise
+        if conn_id is not None:
             raise CliError(f"--store-conn-id: Airflow has no connection {conn_id!r}") from None
-        raise
+        from .config import SECTION, setting
+
+        named = f"[{SECTION}] store_conn_id names {setting('store_conn_id')!r}"
+        raise CliError(f"--airflow-store: {named}: Airflow has no such connection") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

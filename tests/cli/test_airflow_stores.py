@@ -66,6 +66,16 @@ def test_an_unknown_connection_is_one_line_naming_it(tmp_path: Path) -> None:
     assert done.error_line() == "idempotent-jobs: error: --store-conn-id: Airflow has no connection 'no_such_store'"
 
 
+def test_a_deployment_setting_naming_an_unknown_connection_is_one_line_naming_it(tmp_path: Path) -> None:
+    env = airflow_env(tmp_path, AIRFLOW__IDEMPOTENT_JOBS__STORE_CONN_ID="gone_store")
+    done = run_cli("--airflow-store", "list", env=env)
+    assert done.code == 2
+    assert done.error_line() == (
+        "idempotent-jobs: error: --airflow-store: [idempotent_jobs] store_conn_id names 'gone_store': "
+        "Airflow has no such connection"
+    )
+
+
 def test_a_connection_with_a_password_in_its_extra_is_refused_without_showing_it(tmp_path: Path) -> None:
     bad = json.dumps({"conn_type": "idempotent_jobs_store", "host": "/nowhere", "extra": {"password": SECRET}})
     done = run_cli("--store-conn-id", "leaky", "list", env=airflow_env(tmp_path, AIRFLOW_CONN_LEAKY=bad))
