@@ -53,6 +53,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ._anthropic_batches import OUTCOMES, Batch, BatchRequestError, check_create
+from ._double import CountedDouble
 from .local_api import (
     ApiSwitches,
     BackgroundServer,
@@ -127,8 +128,10 @@ class _Answer:
     media: str = "application/json"
 
 
-class AnthropicApi(BackgroundServer):
+class AnthropicApi(CountedDouble[AnthropicSwitches], BackgroundServer):
     """The Message Batches double on a thread: ``with AnthropicApi(api_key=...) as api: api.url``."""
+
+    per_token = "batches_per_tag"
 
     def __init__(
         self, *, api_key: str = "sk-ant-local-0123456789", host: str = "127.0.0.1", port: int = 0, **config: Any
@@ -150,14 +153,6 @@ class AnthropicApi(BackgroundServer):
     def now(self) -> dt.datetime:
         return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=self.config.clock_offset)
 
-    def configure(self, **changes: Any) -> None:
-        with self.lock:
-            self.config.update(changes)
-
-    def stats(self) -> dict[str, Any]:
-        with self.lock:
-            return self.snapshot()
-
     def snapshot(self) -> dict[str, Any]:
         return {
             **json.loads(json.dumps(self.counters)),
@@ -167,10 +162,7 @@ class AnthropicApi(BackgroundServer):
 
     def accepted(self, tag: str | None = None) -> int:
         """Batches created through the API, in all or for one tag."""
-        with self.lock:
-            if tag is None:
-                return int(self.counters["accepted"])
-            return int(self.counters["batches_per_tag"].get(tag, 0))
+        return super().accepted(tag)
 
     def batches_for(self, tag: str) -> list[str]:
         with self.lock:

@@ -55,6 +55,7 @@ from starlette.routing import Route
 
 from ._api_switches import ApiSwitches, drop_connection, hold, with_drops
 from ._background import BackgroundServer, UvicornServer, serve_until_terminated
+from ._double import CountedDouble
 
 __all__ = ["CREATE_FAULTS", "BedrockConfig", "BedrockRuntimeApi", "main"]
 
@@ -114,8 +115,10 @@ def _parameters(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-class BedrockRuntimeApi(BackgroundServer):
+class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
     """The double on a thread of this process: ``with BedrockRuntimeApi() as api: api.url``."""
+
+    per_token = "accepted_per_token"
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, **config: Any) -> None:
         self.config = BedrockConfig()
@@ -130,22 +133,7 @@ class BedrockRuntimeApi(BackgroundServer):
         stopping = threading.Event()
         super().__init__(UvicornServer((host, port), _app(self, stopping), stopping), host)
 
-    # -- for tests -------------------------------------------------------------------------------
-    def configure(self, **changes: Any) -> None:
-        with self.lock:
-            self.config.update(changes)
-
-    def stats(self) -> dict[str, Any]:
-        with self.lock:
-            return self.snapshot()
-
-    def accepted(self, token: str | None = None) -> int:
-        """Paid invocations made, in all or for one ``clientRequestToken``."""
-        with self.lock:
-            if token is None:
-                return int(self.counters["accepted"])
-            return int(self.counters["accepted_per_token"].get(token, 0))
-
+    # -- for tests (configure, stats, accepted per clientRequestToken: CountedDouble) -------------
     def snapshot(self) -> dict[str, Any]:
         """What ``GET /_admin/stats`` shows (``lock`` held)."""
         return {

@@ -50,6 +50,7 @@ from starlette.routing import Route
 
 from ._api_switches import ApiSwitches, credential_echo, drop_connection, hold, json_answer, with_drops
 from ._background import BackgroundServer, UvicornServer, serve_until_terminated
+from ._double import CountedDouble
 from ._openai_batches import (
     ENDPOINTS,
     INF,
@@ -123,8 +124,10 @@ def _error(code: int, message: str, param: str | None = None, error_code: str | 
     return _Reply(code, error_body(code, message, param, error_code))
 
 
-class OpenAIApi(BackgroundServer):
+class OpenAIApi(CountedDouble[OpenAIConfig], BackgroundServer):
     """The double on a thread of this process: ``with OpenAIApi(api_key=...) as api: api.url + "/v1"``."""
+
+    per_token = "batches_per_token"
 
     def __init__(
         self, *, api_key: str = "sk-local-0penai-d0uble", host: str = "127.0.0.1", port: int = 0, **config: Any
@@ -148,22 +151,7 @@ class OpenAIApi(BackgroundServer):
         """What the SDK takes as ``base_url``."""
         return self.url + "/v1"
 
-    # -- for tests -------------------------------------------------------------------------------
-    def configure(self, **changes: Any) -> None:
-        with self.lock:
-            self.config.update(changes)
-
-    def stats(self) -> dict[str, Any]:
-        with self.lock:
-            return self.snapshot()
-
-    def accepted(self, token: str | None = None) -> int:
-        """Paid batches created, in all or for one token (``metadata[token_key]``)."""
-        with self.lock:
-            if token is None:
-                return int(self.counters["accepted"])
-            return int(self.counters["batches_per_token"].get(token, 0))
-
+    # -- for tests (configure, stats, accepted per ``metadata[token_key]``: CountedDouble) ---------
     def batches_for(self, token: str) -> list[str]:
         with self.lock:
             key = self.config.token_key
