@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from airflow_idempotent_jobs.errors import (
     InvalidConfiguration,
@@ -25,10 +23,9 @@ from airflow_idempotent_jobs.errors import (
 from airflow_idempotent_jobs.paid import PaidProvider, RemoteState
 from airflow_idempotent_jobs.testing.bedrock_api import BedrockRuntimeApi
 from airflow_idempotent_jobs.vendors.bedrock import BedrockAsyncInvokeProvider, client_request_token
-from tests.vendors.bedrock.test_boto3_retries import START
+from tests.vendors.bedrock.support import START, provider_at
 
 MODEL = START["modelId"]
-PRICES = {MODEL: {"per_second": 0.08}}
 TOKEN = "aij-2026-W32-0-9571a9523877e32c"
 
 
@@ -39,17 +36,7 @@ def api() -> Iterator[BedrockRuntimeApi]:
 
 
 def provider(api: BedrockRuntimeApi, **prices: Any) -> BedrockAsyncInvokeProvider:
-    def client() -> Any:
-        return boto3.client(
-            "bedrock-runtime",
-            endpoint_url=api.url,
-            region_name="us-east-1",
-            aws_access_key_id="AKIDLOCALDOUBLE",
-            aws_secret_access_key="local-double-secret",
-            config=Config(connect_timeout=2, read_timeout=1),
-        )
-
-    return BedrockAsyncInvokeProvider(client, prices=prices or PRICES)
+    return provider_at(api.url, prices or None)
 
 
 def test_it_is_a_paid_provider_with_tokens_honoured(api: BedrockRuntimeApi) -> None:
@@ -129,13 +116,7 @@ def test_a_lost_first_attempt_then_throttling_is_unknown_and_the_next_try_gets_t
 def test_a_refused_connection_is_not_sent(api: BedrockRuntimeApi) -> None:
     url = api.url
     api.stop()
-    closed = BedrockAsyncInvokeProvider(
-        lambda: boto3.client(
-            "bedrock-runtime", endpoint_url=url, region_name="us-east-1", aws_access_key_id="AKID",
-            aws_secret_access_key="s", config=Config(connect_timeout=1, read_timeout=1),
-        ),
-        prices=PRICES,
-    )  # fmt: skip
+    closed = provider_at(url)
     with pytest.raises(ProviderUnavailable, match="not sent"):
         closed.submit(START, TOKEN)
 

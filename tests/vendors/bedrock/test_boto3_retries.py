@@ -17,24 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore import UNSIGNED
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from airflow_idempotent_jobs.testing.bedrock_api import BedrockRuntimeApi
+from tests.vendors.bedrock.support import START, runtime_client
 
 TOKEN = "aij-2026-W32-0-4f1c2d"
-START: dict[str, Any] = {
-    "modelId": "amazon.nova-reel-v1:0",
-    "modelInput": {
-        "taskType": "TEXT_VIDEO",
-        "textToVideoParams": {"text": "the week in review"},
-        "videoGenerationConfig": {"durationSeconds": 6, "fps": 24, "dimension": "1280x720"},
-    },
-    "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://weekly-media/2026-W32/"}},
-}
 
 
 @pytest.fixture
@@ -45,14 +35,7 @@ def api() -> Iterator[BedrockRuntimeApi]:
 
 def runtime(api: BedrockRuntimeApi, **config: Any) -> Any:
     """boto3's bedrock-runtime client at the double, with boto3's default retry mode and attempts."""
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=api.url,
-        region_name="us-east-1",
-        aws_access_key_id="AKIDLOCALDOUBLE",
-        aws_secret_access_key="local-double-secret",
-        config=Config(connect_timeout=2, read_timeout=1, **config),
-    )
+    return runtime_client(api.url, **config)
 
 
 def test_the_default_is_the_standard_mode_with_three_attempts(api: BedrockRuntimeApi) -> None:
@@ -112,12 +95,7 @@ def test_the_invocation_ends_and_lists_with_its_token(api: BedrockRuntimeApi) ->
     assert states == ["InProgress", "Completed"]
     listed = client.list_async_invokes(maxResults=10)["asyncInvokeSummaries"]
     assert [(s["invocationArn"], s["clientRequestToken"]) for s in listed] == [(arn, TOKEN)]
-    unsigned = boto3.client(
-        "bedrock-runtime",
-        endpoint_url=api.url,
-        region_name="us-east-1",
-        config=Config(signature_version=UNSIGNED),
-    )
+    unsigned = runtime_client(api.url, signature_version=UNSIGNED)
     with pytest.raises(ClientError) as caught:
         unsigned.get_async_invoke(invocationArn=arn)
     assert caught.value.response["Error"]["Code"] == "AccessDeniedException"

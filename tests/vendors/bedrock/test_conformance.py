@@ -7,34 +7,15 @@ is "not sent"."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import boto3
-from botocore.config import Config
 
 from airflow_idempotent_jobs.paid import PaidProvider
 from airflow_idempotent_jobs.testing.bedrock_api import BedrockRuntimeApi
 from airflow_idempotent_jobs.testing.conformance import assert_conformant
-from airflow_idempotent_jobs.vendors.bedrock import BedrockAsyncInvokeProvider
-from tests.vendors.bedrock.test_async_invoke_provider import PRICES
-from tests.vendors.bedrock.test_boto3_retries import START
+from tests.vendors.bedrock.support import START, provider_at
 
 
 def factory() -> Callable[[str], PaidProvider]:
-    def build(base_url: str) -> BedrockAsyncInvokeProvider:
-        def client() -> Any:
-            return boto3.client(
-                "bedrock-runtime",
-                endpoint_url=base_url,
-                region_name="us-east-1",
-                aws_access_key_id="AKIDLOCALDOUBLE",
-                aws_secret_access_key="local-double-secret",
-                config=Config(connect_timeout=2, read_timeout=1),
-            )
-
-        return BedrockAsyncInvokeProvider(client, prices=PRICES)
-
-    return build
+    return provider_at
 
 
 def test_the_bedrock_async_invoke_adapter_conforms() -> None:
