@@ -38,13 +38,17 @@ __all__ = [
 _WHAT = "provider hook"
 
 #: Connection types of the vendors' own Airflow providers (apache-airflow-providers-openai,
-#: -anthropic) and the hook of ours that pays through each. Those providers register hooks of their
-#: own for these types, which cannot build a paid provider; a team's existing ``openai_default``
-#: must work as it is, so for these types ours wins over whatever Airflow has registered.
+#: -anthropic, -amazon) and the hook of ours that pays through each. Those providers register hooks
+#: of their own for these types, which cannot build a paid provider; a team's existing
+#: ``openai_default`` or ``aws_default`` must work as it is, so for these types ours wins over
+#: whatever Airflow has registered.
 VENDOR_HOOKS: Final = {
     "openai": "airflow_idempotent_jobs.vendors.openai.hook.OpenAIBatchHook",
     "anthropic": "airflow_idempotent_jobs.vendors.anthropic.hook.AnthropicBatchHook",
+    "aws": "airflow_idempotent_jobs.vendors.bedrock.hook.BedrockHook",
 }
+#: The package extra that installs each vendor's SDK, where it is not named as the connection type.
+_EXTRAS: Final = {"aws": "bedrock"}
 
 
 class PaidProviderHook(BaseHook, abc.ABC):
@@ -151,7 +155,7 @@ def resolve_provider_hook(conn_id: str, provider_hook: str | None = None) -> Pai
     """The hook that builds the provider for ``conn_id``.
 
     ``provider_hook`` (a class path) wins, and reads nothing. Otherwise the Connection is read:
-    a vendor's type (``openai``, ``anthropic``: `VENDOR_HOOKS`) takes our hook for it, whatever
+    a vendor's type (``openai``, ``anthropic``, ``aws``: `VENDOR_HOOKS`) takes our hook for it, whatever
     hook Airflow has registered; any other type must be registered with Airflow (a provider
     package's ``connection-types``) by a `PaidProviderHook` subclass, as ``idempotent_jobs_http``
     is. Anything else is `InvalidConfiguration` (no retry): a connection of type ``http`` or
@@ -171,7 +175,7 @@ def resolve_provider_hook(conn_id: str, provider_hook: str | None = None) -> Pai
                 _WHAT,
                 "provider_hook",
                 f"connection {conn_id!r} has type {conn_type!r}: {exc.reason} "
-                f"(install airflow-idempotent-jobs[{conn_type}])",
+                f"(install airflow-idempotent-jobs[{_EXTRAS.get(conn_type or '', conn_type)}])",
             ) from None
     class_name = hook_class_name(conn_type or "")
     if not class_name:

@@ -130,6 +130,8 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
             ("unsigned", "submissions", "accepted", "replayed", "conflicts", "status_calls", "lookup_calls"), 0
         )
         self.counters["accepted_per_token"] = {}
+        #: Calls per access key id (``Credential=<id>/`` of each SigV4 header): which keys signed.
+        self.counters["signed_by"] = {}
         stopping = threading.Event()
         super().__init__(UvicornServer((host, port), _app(self, stopping), stopping), host)
 
@@ -283,6 +285,12 @@ def _public(invocation: dict[str, Any]) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in invocation.items() if not k.startswith("_") and v is not None}
 
 
+def _key_id(authorization: str) -> str:
+    """The access key id a SigV4 ``Authorization`` header names (``Credential=<id>/...``); "" if none."""
+    _, found, rest = authorization.partition("Credential=")
+    return rest.split("/", 1)[0] if found else ""
+
+
 def _app(api: BedrockRuntimeApi, stopping: threading.Event) -> Any:
     async def endpoint(request: Request) -> Response:
         path = request.url.path
@@ -300,6 +308,10 @@ def _app(api: BedrockRuntimeApi, stopping: threading.Event) -> Any:
             reply = _error(403, "Missing Authentication Token", "AccessDeniedException")
         else:
             with api.lock:
+                key_id = _key_id(request.headers.get("Authorization", ""))
+                if key_id:
+                    signed_by = api.counters["signed_by"]
+                    signed_by[key_id] = signed_by.get(key_id, 0) + 1
                 reply = api.route(request.method, path, parse_qs(request.url.query), body)
         if reply.fault == "drop_after_accept":
             await drop_connection(request)  # made; the client never hears of it
