@@ -1,0 +1,59 @@
+"""One paid step through `BedrockAsyncInvokeProvider` in its own process, killed (SIGKILL, by itself) at a point.
+
+`run` is the target of a process forked by a forkserver that imported this module once (boto3's
+import and its service model are most of a fresh interpreter's start). SPEC: ``{"store", "episode",
+"url", "kill": POINT, "poll"}``; the points are tests/paid/_child.py's. boto3 keeps its default retries,
+with a read timeout long enough that a held answer is still on its way when the parent kills this
+process. Prints the final submission as one JSON line; exit 0, or 3 when it is still unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from airflow_idempotent_jobs import open_store
+from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
+from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
+from airflow_idempotent_jobs.vendors.bedrock import BedrockAsyncInvokeProvider
+from tests.paid._child import arm_kill_point, die
+from tests.vendors.bedrock.support import PRICES, START, runtime_client
+
+
+def main(spec: dict[str, Any]) -> int:
+    kill = spec.get("kill")
+    store = open_store(spec["store"])
+    provider = BedrockAsyncInvokeProvider(lambda: runtime_client(spec["url"], read_timeout=60), prices=PRICES)
+    arm_kill_point(kill, store, provider)
+    ledger = SubmissionLedger(store)
+    try:
+        episode = ledger.submit(spec["episode"], provider, START, estimated_cost=provider.worst_case(START))
+        if kill == "after_saved":
+            die()
+        if spec.get("poll"):
+            episode = wait_for_terminal(
+                ledger, spec["episode"], provider, timeout=30, initial_delay=0.01, max_delay=0.2
+            )
+    except ProviderOutcomeUnknown as exc:
+        print(json.dumps({"error": "ProviderOutcomeUnknown", "message": str(exc)}))
+        return 3
+    sub = episode.submission
+    print(json.dumps({"state": sub.state.value, "remote_ref": sub.remote_ref, "estimated_cost": sub.estimated_cost}))
+    return 0
+
+
+def run(spec: dict[str, Any], out: str) -> None:
+    """In a forked process: stdout to ``out``, then `main`; exits with its code."""
+    code = 70
+    try:
+        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+        code = main(spec)
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))

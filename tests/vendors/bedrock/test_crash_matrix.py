@@ -1,0 +1,109 @@
+"""The crash matrix for `BedrockAsyncInvokeProvider`: SIGKILL a real process at each point, retry in a fresh one.
+
+Each cell (a fresh store and episode; one double for the module): the first process dies at its
+point (``in_flight`` is killed from outside while the double holds back the answer to an invocation
+it already made); a fresh process then retries, resending the episode's clientRequestToken, and
+polls to the end. The double must hold at most one invocation for the token, the retry must end on
+the original one when there is one, and the episode's estimate must be the invocation's price.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_idempotent_jobs import SubmissionState, open_store
+from airflow_idempotent_jobs.paid import idempotency_token
+from airflow_idempotent_jobs.testing.bedrock_api import BedrockRuntimeApi
+from airflow_idempotent_jobs.vendors.bedrock import client_request_token
+from tests.vendors.bedrock import _child
+from tests.vendors.bedrock.support import PRICES, START
+
+POINTS = ["before_intent", "after_intent", "in_flight", "after_answer", "after_saved"]
+ACCEPTED_POINTS = {"in_flight", "after_answer", "after_saved"}
+LEFT_BEHIND = {
+    "before_intent": SubmissionState.NONE,
+    "after_intent": SubmissionState.SUBMITTING,
+    "in_flight": SubmissionState.SUBMITTING,
+    "after_answer": SubmissionState.SUBMITTING,
+    "after_saved": SubmissionState.ACCEPTED,
+}
+PRICE = PRICES[START["modelId"]]["per_second"] * START["modelInput"]["videoGenerationConfig"]["durationSeconds"]
+
+#: Each paid step is a fresh OS process forked by a forkserver that imported the child module once.
+FORKS = multiprocessing.get_context("forkserver")
+FORKS.set_forkserver_preload(["tests.vendors.bedrock._child"])
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[BedrockRuntimeApi]:
+    with BedrockRuntimeApi(polls_to_finish=1) as running:
+        yield running
+
+
+@dataclass
+class Child:
+    process: Any
+    out: Path
+
+
+def start(api: BedrockRuntimeApi, store: Path, eid: str, **options: Any) -> Child:
+    spec = {"store": str(store), "episode": eid, "url": api.url, **options}
+    out = store.with_name(f"child-{time.monotonic_ns()}.out")
+    process = FORKS.Process(target=_child.run, args=(spec, str(out)))
+    process.start()
+    return Child(process, out)
+
+
+def finish(child: Child) -> tuple[int, dict[str, Any], str]:
+    child.process.join(timeout=90)
+    lines = child.out.read_text().strip().splitlines() if child.out.exists() else []
+    return int(child.process.exitcode), json.loads(lines[-1]) if lines else {}, "\n".join(lines)
+
+
+def invocations(api: BedrockRuntimeApi, token: str) -> list[str]:
+    return [arn for arn, i in api.stats()["invocations"].items() if i.get("clientRequestToken") == token]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_then_retry_bills_one_invocation(api: BedrockRuntimeApi, tmp_path: Path, point: str) -> None:
+    store_path = tmp_path / "store"
+    store = open_store(store_path)
+    eid = store.allocate("2026-W32", f"crash:{point}").episode_id
+    ours = client_request_token(idempotency_token(store.identity, eid))
+
+    if point == "in_flight":
+        api.configure(fault="hang_after_accept", fault_times=1, slow_seconds=60.0)
+        first = start(api, store_path, eid)
+        deadline = time.monotonic() + 60
+        while api.accepted(ours) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first.process.pid is not None
+        os.kill(first.process.pid, signal.SIGKILL)  # the answer is still held by the double
+    else:
+        first = start(api, store_path, eid, kill=point)
+    code, _, err = finish(first)
+    api.configure(fault=None)
+    assert code == -signal.SIGKILL, err
+    assert api.accepted(ours) == (1 if point in ACCEPTED_POINTS else 0)
+    original = invocations(api, ours)
+    assert store.get(eid).submission.state is LEFT_BEHIND[point]
+
+    code, out, err = finish(start(api, store_path, eid, poll=True))
+    assert code == 0, err
+    assert out["state"] == "succeeded"
+    assert out["estimated_cost"] == pytest.approx(PRICE, rel=1e-12)
+    final = invocations(api, ours)
+    assert len(final) == 1 and api.accepted(ours) == 1, f"the double holds {final} for one episode"
+    assert out["remote_ref"] == final[0]
+    if original:
+        assert final == original, "the retry must end on the original invocation"
