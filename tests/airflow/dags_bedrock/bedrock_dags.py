@@ -1,0 +1,107 @@
+"""DAGs for Bedrock's async invoke in real Airflow (run by tests/airflow/bedrock_scenarios.py).
+
+Every paid task names only ``aws_default``, a connection of the amazon provider's ``aws`` type: the
+operator picks our hook for it (no ``provider_hook=``). Deferrable and not: ``one`` (an episode, its
+invocation, a step reading what was recorded), ``three`` (three episodes of one run, mapped) and
+``lost`` (as ``one``, for another fault), ``kill`` (the runner SIGKILLs the process while the double holds the answer). Then refusals before
+anything is sent (``refused``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
+from tests.airflow.reporting import ReportingPaid
+from tests.airflow.support import START, report_paid, store_for
+
+MODEL = "amazon.nova-reel-v1:0"
+#: As the connection's extra ``bedrock_prices`` holds them (the example DAG's model too).
+PRICES: dict[str, dict[str, float]] = {MODEL: {"per_second": 0.08}}
+SECONDS = 6
+
+
+def video_request(*, model: str = MODEL, seconds: Any = SECONDS) -> dict[str, Any]:
+    """StartAsyncInvoke's parameters for a short Nova Reel video (``seconds=None``: unpriceable, refused)."""
+    config = {"fps": 24, "dimension": "1280x720", **({} if seconds is None else {"durationSeconds": seconds})}
+    return {
+        "modelId": model,
+        "modelInput": {
+            "taskType": "TEXT_VIDEO",
+            "textToVideoParams": {"text": "a lighthouse at dawn"},
+            "videoGenerationConfig": config,
+        },
+        "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://weekly-media/tests/"}},
+    }
+
+
+def dag_args(retries: int) -> dict[str, Any]:
+    return {
+        "schedule": None,
+        "start_date": START,
+        "catchup": False,
+        "default_args": {"retries": retries, "retry_delay": dt.timedelta(seconds=0)},
+    }
+
+
+FAST_POLL: dict[str, Any] = {"poll_initial_delay": 0.2, "poll_max_delay": 0.5, "poll_timeout": 120}
+
+for deferrable in (False, True):
+    mode = "deferred" if deferrable else "worker"
+    for shape in ("one", "lost", "kill"):
+        dag_id = f"ijb_{mode}_{shape}"
+        with DAG(dag_id, **dag_args(4)):
+
+            @task(task_id="report")
+            def report(**context: Any) -> None:
+                report_paid(context, "pay")
+
+            (
+                AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
+                >> ReportingPaid(
+                    task_id="pay",
+                    episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+                    provider_conn_id="aws_default",
+                    request=video_request(),
+                    store=store_for(dag_id),
+                    deferrable=deferrable,
+                    weekly_budget=5.0,  # the price (no estimated_cost given) is well under it
+                    **FAST_POLL,
+                )
+                >> report()
+            )
+
+    dag_id = f"ijb_{mode}_three"
+    with DAG(dag_id, **dag_args(4)):
+        episodes = AllocateEpisodeOperator.partial(task_id="allocate", store=store_for(dag_id)).expand(
+            fingerprint=["first", "second", "third"]
+        )
+        ReportingPaid.partial(
+            task_id="pay",
+            provider_conn_id="aws_default",
+            request=video_request(),
+            store=store_for(dag_id),
+            deferrable=deferrable,
+            **FAST_POLL,
+        ).expand(episode_id=episodes.output)
+
+# Refused on try 1 of 5, before anything is sent: a model without a price, a video without a
+# duration (its price is unknown), a price over the week's budget.
+with DAG("ijb_refused", **dag_args(4)):
+    for task_id, request, budget in (
+        ("unpriced", video_request(model="amazon.no-such-model"), None),
+        ("unpriceable", video_request(seconds=None), 5.0),
+        ("over_budget", video_request(), 0.01),
+    ):
+        AllocateEpisodeOperator(task_id=f"allocate_{task_id}", store=store_for("ijb_refused")) >> ReportingPaid(
+            task_id=task_id,
+            episode_id=f"{{{{ ti.xcom_pull(task_ids='allocate_{task_id}') }}}}",
+            provider_conn_id="aws_default",
+            request=request,
+            store=store_for("ijb_refused"),
+            weekly_budget=budget,
+            **FAST_POLL,
+        )
