@@ -1,5 +1,6 @@
-"""Amazon Bedrock through boto3: `BedrockAsyncInvokeProvider` (``StartAsyncInvoke``), and `BedrockHook`
-on Airflow's ``aws`` connection.
+"""Amazon Bedrock through boto3: `BedrockAsyncInvokeProvider` (``StartAsyncInvoke``),
+`BedrockBatchInferenceProvider` (``CreateModelInvocationJob``), and `BedrockHook` on Airflow's ``aws``
+connection.
 
 Bedrock honours ``clientRequestToken``: the episode's token, sent on every try, makes each repetition
 harmless (capability (a)), so boto3's own retries stay on for the paid call (unlike the LLM batch
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .async_invoke import BedrockAsyncInvokeProvider, client_request_token
+from .batch_inference import BedrockBatchInferenceProvider, batch_job_name, batch_request_token
 
 if TYPE_CHECKING:
     from .hook import BedrockAsyncInvokeHook, BedrockBatchInferenceHook, BedrockHook
@@ -20,7 +22,10 @@ __all__ = [
     "BedrockAsyncInvokeHook",
     "BedrockAsyncInvokeProvider",
     "BedrockBatchInferenceHook",
+    "BedrockBatchInferenceProvider",
     "BedrockHook",
+    "batch_job_name",
+    "batch_request_token",
     "client_request_token",
 ]
 

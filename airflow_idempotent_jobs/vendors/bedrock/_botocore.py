@@ -27,6 +27,8 @@ NOT_SENT: Final = (EndpointConnectionError, ConnectTimeoutError, ProxyConnection
 
 #: Error codes that refuse the request itself, whatever attempt answered them.
 REFUSALS: Final = frozenset({"ValidationException", "AccessDeniedException", "ResourceNotFoundException"})
+#: Refusals that say "not now": nothing was made, and a later try may be accepted (AWS: "resubmit later").
+NOT_NOW: Final = frozenset({"ServiceQuotaExceededException", "ThrottlingException"})
 #: 4xx codes that may follow a made job (a timeout at the gateway, a conflict, throttling after a lost try).
 _MAYBE_MADE: Final = frozenset({408, 409, 429})
 
@@ -71,6 +73,8 @@ def classify(exc: BaseException, what: str, attempts: Attempts | None = None) ->
         text = f"{what}: {code or 'error'} (HTTP {status}, {tries}): {_message(exc)}"
         if code in REFUSALS:
             return ProviderRejected(text, status=status)
+        if code in NOT_NOW and made == 1:  # the only attempt was refused: nothing made, retry later
+            return ProviderUnavailable(f"{text}: not made", status=status)
         if code == "ConflictException":
             return ProviderOutcomeUnknown(
                 f"{text}: the token is held by other parameters; a job may exist", status=status

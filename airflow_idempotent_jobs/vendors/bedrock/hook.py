@@ -12,8 +12,12 @@ Which API: the hook argument ``api`` or the extra ``bedrock_api``: ``async_invok
 ``StartAsyncInvoke``, service ``bedrock-runtime``) or ``batch_inference``
 (``CreateModelInvocationJob``, service ``bedrock``). `BedrockAsyncInvokeHook` and
 `BedrockBatchInferenceHook` fix it, for ``provider_hook=``. Prices: the ``prices`` argument, else the
-extra ``bedrock_prices``. The paid operator picks this hook for an ``aws`` connection by itself
-(`VENDOR_HOOKS`), whatever hook the amazon provider registers for that type.
+extra ``bedrock_prices``: for async invoke ``{model: {"per_second": X}}`` (seconds of video) or
+``{"per_invocation": X}``; for batch inference the batch prices per million tokens, ``{model: {"input":
+X, "output": Y}}``, applied to the token counts of the job's output manifest, read from S3 through
+the same connection (``service_config["s3"]`` or ``endpoint_url``). The paid operator picks this
+hook for an ``aws`` connection by itself (`VENDOR_HOOKS`), whatever hook the amazon provider
+registers for that type.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ...errors import InvalidConfiguration
 from ...hooks.paid_provider import PaidProviderHook
 from ...paid.provider import PaidProvider
 from .async_invoke import BedrockAsyncInvokeProvider
+from .batch_inference import BedrockBatchInferenceProvider
 
 __all__ = ["BedrockAsyncInvokeHook", "BedrockBatchInferenceHook", "BedrockHook"]
 
@@ -79,9 +84,8 @@ class BedrockHook(PaidProviderHook):
             raise InvalidConfiguration(_WHAT, "bedrock_prices", "set each model's price (extra or prices=)")
         client = bedrock_client(conn.login, conn.password, extra, SERVICES[api])
         if api == "batch_inference":
-            from .batch_inference import BedrockBatchInferenceProvider
-
-            return BedrockBatchInferenceProvider(lambda: client, prices=raw_prices)
+            s3 = bedrock_client(conn.login, conn.password, extra, "s3")  # the output manifest: the cost
+            return BedrockBatchInferenceProvider(lambda: client, prices=raw_prices, s3_client_factory=lambda: s3)
         return BedrockAsyncInvokeProvider(lambda: client, prices=raw_prices)
 
 

@@ -1,10 +1,10 @@
-"""DAGs for Bedrock's async invoke in real Airflow (run by tests/airflow/bedrock_scenarios.py).
+"""DAGs for Bedrock in real Airflow (run by tests/airflow/bedrock_scenarios.py).
 
-Every paid task names only ``aws_default``, a connection of the amazon provider's ``aws`` type: the
-operator picks our hook for it (no ``provider_hook=``). Deferrable and not: ``one`` (an episode, its
-invocation, a step reading what was recorded), ``three`` (three episodes of one run, mapped) and
-``lost`` (as ``one``, for another fault), ``kill`` (the runner SIGKILLs the process while the double holds the answer). Then refusals before
-anything is sent (``refused``).
+Every paid task of ours names only an ``aws`` connection (the amazon provider's type): the operator
+picks our hook for it (no ``provider_hook=``). Async invoke, deferrable and not: ``one`` (an
+episode, its invocation, a step reading what was recorded), ``lost`` (as ``one``, for another
+fault), ``three`` (three episodes of one run, mapped) and ``kill`` (the runner SIGKILLs the process
+while the double holds the answer). Then refusals before anything is sent (``refused``).
 """
 
 from __future__ import annotations

@@ -65,6 +65,27 @@ def test_the_hook_builds_a_provider_from_the_aws_connection(
     assert provider.billing_identity() == {"api": "bedrock-runtime", "endpoint": api.url, "region": "us-east-1"}
 
 
+def test_the_batch_inference_api_pays_once_and_reads_its_cost_from_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_idempotent_jobs.testing.bedrock_control_api import BedrockControlApi
+    from airflow_idempotent_jobs.vendors.bedrock import BedrockBatchInferenceProvider, BedrockHook
+    from tests.vendors.bedrock.batch_support import JOB
+    from tests.vendors.bedrock.batch_support import PRICES as BATCH_PRICES
+
+    with BedrockControlApi(polls_to_finish=1, input_tokens=40_000, output_tokens=8_000) as control:
+        settings = extra(DEAD, bedrock_api="batch_inference", bedrock_prices=BATCH_PRICES)
+        settings["service_config"] = {"bedrock": {"endpoint_url": control.url}, "s3": {"endpoint_url": control.url}}
+        connect(monkeypatch, login="AKIDHOOKTEST", password=SECRET, extra=settings)
+        provider = BedrockHook().get_provider()
+        assert isinstance(provider, BedrockBatchInferenceProvider)
+        ref = provider.submit(JOB, "token-batch-hook")
+        assert provider.submit(JOB, "token-batch-hook") == ref
+        done = provider.status(ref)
+        assert control.accepted() == 1
+    assert done.state is RemoteState.SUCCEEDED
+    price = BATCH_PRICES[JOB["modelId"]]
+    assert done.cost == pytest.approx((40_000 * price["input"] + 8_000 * price["output"]) / 1e6, rel=1e-12)
+
+
 def test_the_services_own_endpoint_wins_and_keys_may_sit_in_the_extra(
     api: BedrockRuntimeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
