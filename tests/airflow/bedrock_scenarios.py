@@ -1,9 +1,11 @@
-"""Bedrock's async invoke scenarios, in ONE ``dag.test()`` process (see scenario_process.py).
+"""Bedrock's scenarios, in ONE ``dag.test()`` process (see scenario_process.py): ours on async invoke, and
+Airflow's ``BedrockBatchInferenceOperator`` side by side with ours on batch inference.
 
-Started by ``test_bedrock_runs.py`` with the Bedrock Runtime double in its own OS process
-(``IJB_API_URL``) and a DAGs folder holding ``dags_bedrock/`` and the example DAG. The double's
-switches and counters are reached through its ``/_admin`` API; billed invocations are the double's
-own count per clientRequestToken, not what the operator reports.
+Started by ``test_bedrock_runs.py`` (or ``benchmarks/bedrock_side_by_side.py``, through `launch`) with
+the Bedrock Runtime double (``IJB_API_URL``) and the control-plane double (``IJB_CONTROL_URL``) each
+in its own OS process, and a DAGs folder holding ``dags_bedrock/`` and the example DAG. The doubles'
+switches and counters are reached through their ``/_admin`` API; billed jobs are the doubles' own
+counts, not what the operators report.
 
 The worker-kill scenario runs first: each killed run is a forked child of this process (Airflow
 already imported, no DAG run yet), SIGKILLed while the double holds the answer to an invocation it
@@ -12,14 +14,27 @@ made; the retry is a run of the same DAG run (same run id) in this process.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import (
+    REPO,
+    Result,
+    ScenarioHome,
+    Scenarios,
+    dag_store,
+    provider_admin,
+    run_dag,
+    store_contents,
+    utc,
+)
 
 scenario = Scenarios()
 WHEN = utc(2026, 8, 3, 6)
@@ -29,12 +44,21 @@ LOST = {"fault": "drop_after_accept"}
 HELD = {"fault": "hang_after_accept", "fault_times": 1, "slow_seconds": 120}
 
 
+Admin = Callable[..., Any]
+
+
 def admin(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    return provider_admin(os.environ["IJB_API_URL"], "unused", method, path, body)  # the admin API needs none
+    """The runtime double's admin API (it needs no credential)."""
+    return provider_admin(os.environ["IJB_API_URL"], "unused", method, path, body)
 
 
-def accepted() -> int:
-    return int(admin("GET", "/_admin/stats")["accepted"])
+def control(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """The control-plane double's admin API."""
+    return provider_admin(os.environ["IJB_CONTROL_URL"], "unused", method, path, body)
+
+
+def accepted(api: Admin = admin) -> int:
+    return int(api("GET", "/_admin/stats")["accepted"])
 
 
 def billed(token: str) -> dict[str, Any]:
@@ -59,27 +83,27 @@ def outcome(dag_id: str, run: Result, store: Path | None = None) -> Result:
     }
 
 
-def killed_run(bag: Any, dag_id: str) -> Result:
-    """Run ``dag_id`` in a forked child; SIGKILL it once the double made the invocation (its answer held)."""
+def killed_run(bag: Any, dag_id: str, when: Any = WHEN, api: Admin = admin) -> Result:
+    """Run ``dag_id`` in a forked child; SIGKILL it once the double made the job (its answer held)."""
     from airflow import settings
 
-    admin("POST", "/_admin/config", HELD)
-    before = accepted()
+    api("POST", "/_admin/config", HELD)
+    before = accepted(api)
     assert settings.engine is not None
     settings.engine.dispose()  # no pooled connection shared with the child
     pid = os.fork()
     if pid == 0:  # the child: the worker that dies
         try:
-            run_dag(bag, dag_id, logical_date=WHEN)
+            run_dag(bag, dag_id, logical_date=when)
         finally:
             os._exit(3)  # never reached when killed as planned
     deadline = time.monotonic() + 120
-    while accepted() == before and time.monotonic() < deadline:
+    while accepted(api) == before and time.monotonic() < deadline:
         time.sleep(0.05)
-    made = accepted() - before
+    made = accepted(api) - before
     os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)  # reaped: its pid is gone, as a dead worker's
-    admin("POST", "/_admin/config", {"fault": None})
+    api("POST", "/_admin/config", {"fault": None})
     return {
         "made_before_kill": made,
         "killed_by": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -92,6 +116,9 @@ def kill(bag: Any) -> Result:
     # Both workers die before this process runs anything: a fork of a process that has run a
     # dag.test() inherits its runner's state without the threads behind it, and hangs.
     killed = {mode: killed_run(bag, f"ijb_{mode}_kill") for mode in MODES}
+    for side in SIDES:  # the side-by-side runs' workers too; their retries run in side_by_side
+        for rule in NAME_RULES:
+            _KILLED[(side, rule)] = killed_run(bag, f"sbs_bedrock_{side}", week(rule, "worker_killed"), control)
     return {
         mode: {**killed[mode], **outcome(f"ijb_{mode}_kill", run_dag(bag, f"ijb_{mode}_kill", logical_date=WHEN))}
         for mode in MODES
@@ -132,6 +159,107 @@ def refused(bag: Any) -> Result:
     after = admin("GET", "/_admin/stats")
     sent = {k: after[k] - before[k] for k in ("submissions", "accepted")}
     return {"run": run, "store": store_contents(dag_store("ijb_refused")), "sent": sent}
+
+
+# -- side by side: Airflow's BedrockBatchInferenceOperator and ours ---------------------------------
+SIDES = ("airflow", "ours")
+#: Whether Bedrock refuses a job name another job holds: AWS documents neither way for batch jobs
+#: (its sibling CreateModelImportJob refuses one); the control double's ``unique_names``.
+NAME_RULES = ("unique", "reusable")
+FAULTS = {
+    "none": ("no fault", None),
+    "one_attempt_lost": ("one attempt's answer lost", 1),
+    "every_attempt_lost": ("every attempt of try 1 lost (3)", 3),
+    "worker_killed": ("worker SIGKILLed, answer held", None),
+}
+_KILLED: dict[tuple[str, str], Result] = {}
+
+
+def week(rule: str, fault: str) -> Any:
+    """The logical date of a (name rule, fault) cell: a week of its own, so each is a new run."""
+    return WHEN + dt.timedelta(weeks=1 + NAME_RULES.index(rule) * len(FAULTS) + list(FAULTS).index(fault))
+
+
+@scenario
+def side_by_side(bag: Any) -> Result:
+    table: Result = {}
+    for rule in NAME_RULES:
+        control("POST", "/_admin/config", {"unique_names": rule == "unique"})
+        for fault, (_, lost) in FAULTS.items():
+            for side in SIDES:
+                killed = _KILLED.get((side, rule)) if fault == "worker_killed" else None
+                before = accepted(control)
+                if lost:
+                    control("POST", "/_admin/config", {"fault": "drop_after_accept", "fault_times": lost})
+                run = run_dag(bag, f"sbs_bedrock_{side}", logical_date=week(rule, fault))
+                control("POST", "/_admin/config", {"fault": None})
+                tries = max(t["try_number"] for t in run["tis"] if t["task_id"] == "pay")
+                table[f"{side}/{rule}/{fault}"] = {
+                    "billed": accepted(control) - before + (killed["made_before_kill"] if killed else 0),
+                    "state": run["state"],
+                    "tries": tries,
+                    "killed": None if killed is None else killed["made_before_kill"],
+                }
+    return {"table": table}
+
+
+def markdown(table: Result) -> str:
+    """The side-by-side table: billed jobs, the run's state and its paying task's tries, per cell."""
+    head = ["operator", "job names", *(title for title, _ in FAULTS.values())]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    names = {"airflow": "Airflow's BedrockBatchInferenceOperator", "ours": "PaidGenerationOperator (ours)"}
+    for side in SIDES:
+        for rule in NAME_RULES:
+            cells = [names[side], "refused when in use" if rule == "unique" else "reusable"]
+            for fault in FAULTS:
+                cell = table[f"{side}/{rule}/{fault}"]
+                plural = "" if cell["billed"] == 1 else "s"
+                tries = "try" if cell["tries"] == 1 else "tries"
+                cells.append(f"**{cell['billed']} job{plural}**, {cell['state']} ({cell['tries']} {tries})")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- the launcher (the test module and the benchmark) ------------------------------------------------
+HERE = Path(__file__).resolve().parent
+SOURCES = (HERE / "dags_bedrock", REPO / "example_dags" / "weekly_video_bedrock.py")
+
+
+@contextlib.contextmanager
+def doubles() -> Iterator[dict[str, str]]:
+    """Both Bedrock doubles, each in its own process: their URLs."""
+    from tests.server_process import server_process
+
+    with (
+        server_process("airflow_idempotent_jobs.testing.bedrock_api", "--polls-to-finish", "1") as runtime,
+        server_process("airflow_idempotent_jobs.testing.bedrock_control_api", "--polls-to-finish", "1") as plane,
+    ):
+        yield {"runtime": runtime.url, "control": plane.url}
+
+
+def connections(urls: dict[str, str]) -> dict[str, Any]:
+    """``aws_default`` (async invoke) and ``aws_batch`` (batch inference, Airflow's operator and ours)."""
+    from tests.airflow.dags_bedrock.bedrock_dags import BATCH_PRICES, PRICES
+
+    keys = {"conn_type": "aws", "login": "AKIDAIRFLOWRUNS", "password": SECRET}
+    runtime = {"region_name": "us-east-1", "endpoint_url": urls["runtime"], "bedrock_prices": PRICES}
+    batch = {
+        "region_name": "us-east-1",
+        "endpoint_url": urls["control"],
+        "bedrock_api": "batch_inference",
+        "bedrock_prices": BATCH_PRICES,
+    }
+    return {"aws_default": {**keys, "extra": runtime}, "aws_batch": {**keys, "extra": batch}}
+
+
+SECRET = "airflow-runs-secret"
+
+
+def launch(where: ScenarioHome, *, timeout: float = 600) -> Result:
+    """The runner, once, in its own process, against both doubles: its results."""
+    with doubles() as urls:
+        env = where.env(connections=connections(urls), IJB_API_URL=urls["runtime"], IJB_CONTROL_URL=urls["control"])
+        return where.run("tests.airflow.bedrock_scenarios", env, timeout=timeout)
 
 
 @scenario

@@ -13,33 +13,25 @@ the price of the video, computed here.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.airflow.bedrock_scenarios import FAULTS, NAME_RULES, SECRET, SOURCES, launch, markdown
 from tests.airflow.conftest import AirflowHome
 from tests.airflow.dags_bedrock.bedrock_dags import PRICES, SECONDS, video_request
-from tests.airflow.scenario_process import REPO, observed, scenario_home, ti
-from tests.server_process import server_process
+from tests.airflow.scenario_process import observed, scenario_home, ti
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
-HERE = Path(__file__).resolve().parent
 MODES = ("worker", "deferred")
 PRICE = PRICES[video_request()["modelId"]]["per_second"] * SECONDS
 
 
 @pytest.fixture(scope="module")
-def runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    sources = [HERE / "dags_bedrock", REPO / "example_dags" / "weekly_video_bedrock.py"]
-    where = scenario_home(airflow_home.home, tmp_path_factory, "bedrock", sources)
-    with server_process("airflow_idempotent_jobs.testing.bedrock_api", "--polls-to-finish", "1") as api:
-        extra = {"region_name": "us-east-1", "endpoint_url": api.url, "bedrock_prices": PRICES}
-        conn = {"conn_type": "aws", "login": "AKIDAIRFLOWRUNS", "password": "airflow-runs-secret", "extra": extra}
-        env = where.env(connections={"aws_default": conn}, IJB_API_URL=api.url)
-        yield where.run("tests.airflow.bedrock_scenarios", env, timeout=600)
+def runs(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return launch(scenario_home(airflow_home.home, tmp_path_factory, "bedrock", SOURCES))
 
 
 def part(runs: dict[str, Any], name: str) -> Any:
@@ -142,4 +134,29 @@ def test_the_example_dag_runs_as_shipped(runs: dict[str, Any]) -> None:
 
 def test_no_secret_reaches_the_logs(runs: dict[str, Any]) -> None:
     log = Path(runs["_log"]).read_text(errors="replace")
-    assert "airflow-runs-secret" not in log
+    assert SECRET not in log
+
+
+# -- side by side with Airflow's BedrockBatchInferenceOperator (batch inference) ----------------------
+def test_ours_bills_one_batch_job_per_run_under_every_fault_and_name_rule(runs: dict[str, Any]) -> None:
+    table = part(runs, "side_by_side")["table"]
+    print(markdown(table))
+    for rule in NAME_RULES:
+        for fault in FAULTS:
+            cell = table[f"ours/{rule}/{fault}"]
+            assert (cell["billed"], cell["state"]) == (1, "success"), (rule, fault, cell)
+
+
+def test_airflows_operator_is_saved_by_boto3_within_a_try_but_not_across_tries(runs: dict[str, Any]) -> None:
+    """boto3 fills one clientRequestToken per call and resends it on its own attempts (one job); the
+    operator's next try is a new call with a new token and the same job name: a second billed job
+    where names may be reused, a run that fails (its one job orphaned) where they may not."""
+    table = part(runs, "side_by_side")["table"]
+    for rule in NAME_RULES:
+        for fault in ("none", "one_attempt_lost"):
+            cell = table[f"airflow/{rule}/{fault}"]
+            assert (cell["billed"], cell["state"], cell["tries"]) == (1, "success", 1), (rule, fault, cell)
+        for fault in ("every_attempt_lost", "worker_killed"):
+            reused, refused = table[f"airflow/reusable/{fault}"], table[f"airflow/unique/{fault}"]
+            assert (reused["billed"], reused["state"]) == (2, "success"), (fault, reused)
+            assert (refused["billed"], refused["state"], refused["tries"]) == (1, "failed", 4), (fault, refused)

@@ -72,6 +72,7 @@ def test_airflow_cli_lists_the_provider(airflow_home: AirflowHome) -> None:
     assert {c["connection-type"] for c in listed["connection-types"]} == {
         "idempotent_jobs_store",
         "idempotent_jobs_http",
+        "idempotent_jobs_replicate",
     }
     assert {d["name"]: d["class-name"] for d in listed["task-decorators"]} == TASK_DECORATORS
 
@@ -134,6 +135,7 @@ def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHo
     assert ours == {
         "idempotent_jobs_store": "airflow_idempotent_jobs.hooks.store.EpisodeStoreHook",
         "idempotent_jobs_http": "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook",
+        "idempotent_jobs_replicate": "airflow_idempotent_jobs.vendors.replicate.hook.ReplicateHook",
     }
     behaviours = airflow_home.airflow("providers", "behaviours", "-o", "json")
     assert behaviours.returncode == 0, behaviours.stderr[-2000:]
@@ -143,7 +145,7 @@ def test_airflow_cli_imports_hooks_and_knows_their_forms(airflow_home: AirflowHo
         # missing"); its connection form then shows the standard fields.
         assert "idempotent_jobs_http" not in listed
         return
-    assert {"idempotent_jobs_store", "idempotent_jobs_http"} <= listed
+    assert {"idempotent_jobs_store", "idempotent_jobs_http", "idempotent_jobs_replicate"} <= listed
 
 
 def test_provider_contributes_its_config_section() -> None:

@@ -105,3 +105,48 @@ with DAG("ijb_refused", **dag_args(4)):
             weekly_budget=budget,
             **FAST_POLL,
         )
+
+# -- Side by side: Airflow's own BedrockBatchInferenceOperator and ours, on ONE aws connection ------
+# (``aws_batch``: the control-plane double; Airflow's hook ignores the extras only ours reads).
+# Retries 3 (no delay) each; the runner runs them under the same faults and counts the jobs made.
+BATCH_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+BATCH_PRICES: dict[str, dict[str, float]] = {BATCH_MODEL: {"input": 0.125, "output": 0.625}}
+BATCH_JOB: dict[str, Any] = {
+    "roleArn": "arn:aws:iam::123456789012:role/bedrock-batch",
+    "modelId": BATCH_MODEL,
+    "inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://weekly-prompts/records.jsonl"}},
+    "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://weekly-answers/out/"}},
+    "jobName": "weekly",
+}
+
+
+def _side_by_side() -> None:
+    from airflow.providers.amazon.aws.operators.bedrock import BedrockBatchInferenceOperator
+
+    with DAG("sbs_bedrock_airflow", **dag_args(3)):
+        BedrockBatchInferenceOperator(
+            task_id="pay",
+            job_name="weekly-{{ ds_nodash }}",  # one name per run, as the operator's docs show
+            role_arn=BATCH_JOB["roleArn"],
+            model_id=BATCH_MODEL,
+            input_uri=BATCH_JOB["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
+            output_uri=BATCH_JOB["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"],
+            aws_conn_id="aws_batch",
+            wait_for_completion=True,
+            waiter_delay=1,
+            waiter_max_attempts=20,
+        )
+
+    with DAG("sbs_bedrock_ours", **dag_args(3)):
+        AllocateEpisodeOperator(task_id="allocate", store=store_for("sbs_bedrock_ours")) >> ReportingPaid(
+            task_id="pay",
+            episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+            provider_conn_id="aws_batch",
+            request=BATCH_JOB,
+            estimated_cost=1.0,  # a batch's records are in S3: nothing in the request bounds its cost
+            store=store_for("sbs_bedrock_ours"),
+            **FAST_POLL,
+        )
+
+
+_side_by_side()
