@@ -18,6 +18,7 @@ def get_provider_info() -> dict[str, Any]:
     from .config import config_description
     from .hooks._store_form import STORE_FORM
     from .hooks._ui import HTTP_PROVIDER_FIELDS, as_provider_info
+    from .vendors.replicate import _form as replicate_form
 
     return {
         "package-name": "airflow-idempotent-jobs",
@@ -73,6 +74,13 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_idempotent_jobs.hooks.http_provider.HttpPaidProviderHook",
                 "hook-name": "Idempotent Jobs HTTP Provider",
                 "ui-field-behaviour": as_provider_info(HTTP_PROVIDER_FIELDS),
+            },
+            # Replicate has no Airflow provider of its own: its connection type is ours.
+            {
+                "connection-type": replicate_form.CONN_TYPE,
+                "hook-class-name": replicate_form.HOOK_CLASS,
+                "hook-name": replicate_form.HOOK_NAME,
+                "ui-field-behaviour": as_provider_info(replicate_form.REPLICATE_FIELDS),
             },
         ],
         "config": config_description(),

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from airflow_idempotent_jobs import open_store
+from airflow_idempotent_jobs.airflow_compat import hook_class_name
 from airflow_idempotent_jobs.errors import InvalidConfiguration
 from airflow_idempotent_jobs.hooks.http_provider import HttpPaidProviderHook
 from airflow_idempotent_jobs.hooks.paid_provider import (
@@ -171,7 +172,9 @@ def test_the_connection_type_resolves_the_http_providers_hook(
 @pytest.mark.parametrize(
     ("conn_type", "says"),
     [
-        ("http", "no paid-provider hook is registered"),
+        # apache-airflow-providers-http (with the amazon provider in the test environment) registers
+        # its HttpHook for ``http``: a hook, but not one that builds a paid provider.
+        ("http", "no paid-provider hook is registered" if hook_class_name("http") is None else "cannot build"),
         ("generic", "no paid-provider hook is registered"),
         ("idempotent_jobs_store", "whose hook cannot build a paid provider"),  # registered, not a PaidProviderHook
     ],
