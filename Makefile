@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,postgres,celery,openai,anthropic,docs
 
-.PHONY: install lint test docs demo demo-ui demo-cli bench bench-ui bench-llm bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist compat browser clean
+.PHONY: install lint test docs demo demo-ui demo-cli bench bench-ui bench-llm bench-bedrock bench-effects e2e-distributed e2e-approval e2e-ui e2e-effects dist check-dist compat browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,11 @@ bench-effects: install
 # doubles of the OpenAI and Anthropic APIs: billed batches per operator and fault, as a Markdown table.
 bench-llm: install
 	$(BIN)/python benchmarks/llm_side_by_side.py
+
+# Airflow's BedrockBatchInferenceOperator and ours, side by side under real dag.test() runs against
+# local doubles of Bedrock: billed jobs per operator, fault and job-name rule, as a Markdown table.
+bench-bedrock: install
+	$(BIN)/python benchmarks/bedrock_side_by_side.py
 
 # A real CeleryExecutor deployment (2 workers) backfills 14 runs against the PostgreSQL store.
 e2e-distributed: install

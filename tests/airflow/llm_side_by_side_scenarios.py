@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -223,12 +223,13 @@ def connections(urls: Mapping[str, str]) -> dict[str, object]:
     }
 
 
-def migrated_home(home: Path) -> ScenarioHome:
-    """A new Airflow home in ``home`` holding only this suite's DAGs, its database migrated (the benchmark's)."""
+def migrated_home(home: Path, sources: Iterable[Path] = (DAGS,)) -> ScenarioHome:
+    """A new Airflow home in ``home`` holding only ``sources`` (this suite's DAGs), its database migrated
+    (the benchmarks')."""
     dags, work = home / "dags", home / "work"
     dags.mkdir(parents=True)
     work.mkdir()
-    copy_dags(dags, [DAGS])
+    copy_dags(dags, sources)
     airflow = shutil.which("airflow", path=str(Path(sys.executable).parent)) or "airflow"
     done = subprocess.run(
         [airflow, "db", "migrate"], env=airflow_env(home, dags), capture_output=True, text=True, timeout=300, cwd=home
