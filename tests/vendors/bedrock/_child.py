@@ -1,4 +1,4 @@
-"""One paid step through `BedrockAsyncInvokeProvider` in its own process, killed (SIGKILL, by itself) at a point.
+"""One paid step through a Bedrock provider in its own process, killed (SIGKILL, by itself) at a point.
 
 `run` is the target of a process forked by a forkserver that imported this module once (boto3's
 import and its service model are most of a fresh interpreter's start). SPEC: ``{"store", "episode",
@@ -19,17 +19,26 @@ from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown
 from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
 from airflow_idempotent_jobs.vendors.bedrock import BedrockAsyncInvokeProvider
 from tests.paid._child import arm_kill_point, die
+from tests.vendors.bedrock.batch_support import JOB, batch_provider_at
 from tests.vendors.bedrock.support import PRICES, START, runtime_client
+
+#: A batch's price is not in its request (its records are in S3): the step gives this estimate.
+BATCH_ESTIMATE = 1.0
 
 
 def main(spec: dict[str, Any]) -> int:
     kill = spec.get("kill")
     store = open_store(spec["store"])
-    provider = BedrockAsyncInvokeProvider(lambda: runtime_client(spec["url"], read_timeout=60), prices=PRICES)
+    provider: Any
+    if spec.get("api") == "batch_inference":
+        provider, request, estimate = batch_provider_at(spec["url"], read_timeout=60), JOB, BATCH_ESTIMATE
+    else:
+        provider = BedrockAsyncInvokeProvider(lambda: runtime_client(spec["url"], read_timeout=60), prices=PRICES)
+        request, estimate = START, provider.worst_case(START)
     arm_kill_point(kill, store, provider)
     ledger = SubmissionLedger(store)
     try:
-        episode = ledger.submit(spec["episode"], provider, START, estimated_cost=provider.worst_case(START))
+        episode = ledger.submit(spec["episode"], provider, request, estimated_cost=estimate)
         if kill == "after_saved":
             die()
         if spec.get("poll"):
@@ -40,7 +49,16 @@ def main(spec: dict[str, Any]) -> int:
         print(json.dumps({"error": "ProviderOutcomeUnknown", "message": str(exc)}))
         return 3
     sub = episode.submission
-    print(json.dumps({"state": sub.state.value, "remote_ref": sub.remote_ref, "estimated_cost": sub.estimated_cost}))
+    print(
+        json.dumps(
+            {
+                "state": sub.state.value,
+                "remote_ref": sub.remote_ref,
+                "estimated_cost": sub.estimated_cost,
+                "cost": sub.cost,
+            }
+        )
+    )
     return 0
 
 
