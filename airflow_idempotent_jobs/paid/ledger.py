@@ -16,6 +16,8 @@ The intent records the request's fingerprint (`fingerprint`): any later call wit
 A retry that finds `submitting` (its writer dead) or `unknown` acts by the provider's capability:
 (a) idempotent tokens: submit again with the same token, the provider returns the same job;
 (b) lookup: ``find(token)`` and adopt the job, or submit once if there is none;
+(a) and (b): look up first (an API may forget a token after a while; the lookup does not), then
+submit with the same token if the lookup found none or proved nothing;
 (c) neither: raise `SubmissionStateUnknown` and never submit until ``idempotent-jobs reconcile``.
 Every decision and write runs inside ``store.update``/``update_in_week`` (the store's lock: a
 compare-and-set); provider calls run outside the lock. Whether a claim's writer still lives is
@@ -197,12 +199,18 @@ class SubmissionLedger:
         # plan "find": look the token up outside the lock, then compare-and-set.
         seen = episode.submission
         assert seen.token is not None
-        with redacting(provider):
-            ref = look_up(provider, seen.token, seen.history)
+        unproven = ""
+        try:
+            with redacting(provider):
+                ref = look_up(provider, seen.token, seen.history)
+        except ProviderOutcomeUnknown as exc:
+            if not provider.capabilities.idempotent_tokens:
+                raise
+            ref, unproven = None, str(exc)  # the token still makes the repetition harmless
         if ref is not None and ref_problem(ref):
             raise SubmissionStateUnknown(eid, unusable_ref("token lookup", ref, redactor(provider)))
         found: list[bool] = []
-        episode = self.store.update(eid, lambda ep: self._after_find(ep, seen, ref, found))
+        episode = self.store.update(eid, lambda ep: self._after_find(ep, seen, ref, found, unproven))
         if not found:
             return None
         return episode if ref is not None else self._call(eid, provider, request, episode)
@@ -241,22 +249,25 @@ class SubmissionLedger:
                 billed_to=billed,
             )
         caps = provider.capabilities
+        if caps.lookup:  # first, also with tokens: a token the API no longer remembers would pay twice
+            plan.append("find")
+            return ep
         if caps.idempotent_tokens:
             plan.append("call")
             return self._claimed(ep, f"found {sub.state.value}: resubmitting with the same token")
-        if caps.lookup:
-            plan.append("find")
-            return ep
         raise SubmissionStateUnknown(
             ep.episode_id, f"found {sub.state.value}; the provider neither honours idempotency tokens nor offers lookup"
         )
 
-    def _after_find(self, ep: Episode, seen: Submission, ref: str | None, found: list[bool]) -> Episode:
+    def _after_find(self, ep: Episode, seen: Submission, ref: str | None, found: list[bool], unproven: str) -> Episode:
         if ep.submission != seen:
             return ep  # changed while we looked: start over
         found.append(True)
         if ref is not None:
             return self._moved(ep, _S.ACCEPTED, "found by token lookup", remote_ref=ref, remote_state="pending")
+        if unproven:
+            note = f"token lookup proved nothing ({unproven[:200]}): resubmitting with the same token"
+            return self._claimed(ep, note)
         return self._claimed(ep, "token lookup found no job: submitting once with the same token")
 
     def _claimed(self, ep: Episode, note: str, **changes: Any) -> Episode:

@@ -3,7 +3,8 @@ own OS process, real boto3 (its default retries on) pointed at it through an ``a
 
 One runner process (``bedrock_scenarios.py``). The paid tasks name only ``aws_default``: resolution
 picks our hook. Deferrable and not, after one lost answer (boto3's next attempt gets the invocation
-back), after every attempt's answer lost (the try fails unknown, the next resends the token), seven
+back), after every attempt's answer lost (the try fails unknown, the next finds the invocation by
+its token in ListAsyncInvokes and adopts it), seven
 lost across three episodes of one run, and a worker SIGKILLed while the answer was on its way:
 exactly one billed invocation per episode (the double's own count per clientRequestToken), the
 episode records it (succeeded, remote ref = that invocation, the output prefix) and its estimate is
@@ -69,7 +70,7 @@ def test_one_lost_answer_is_answered_by_boto3s_next_attempt(runs: dict[str, Any]
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_attempt_lost_fails_the_try_and_the_next_resends_the_token(runs: dict[str, Any], mode: str) -> None:
+def test_every_attempt_lost_fails_the_try_and_the_next_adopts_the_invocation(runs: dict[str, Any], mode: str) -> None:
     data = part(runs, "every_attempt_lost")[mode]
     run = data["run"]
     assert run["state"] == "success" and data["faults_left"] == 0, run
@@ -78,7 +79,7 @@ def test_every_attempt_lost_fails_the_try_and_the_next_resends_the_token(runs: d
     assert [t["error"] for t in tries] == ["ProviderOutcomeUnknown"], tries
     assert "3 attempts" in tries[0]["message"] or "no answer" in tries[0]["message"], tries
     assert ti(run, "pay")["try_number"] == 2
-    assert any("resubmitting with the same token" in note for note in notes(episode)), notes(episode)
+    assert "found by token lookup" in notes(episode), notes(episode)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -99,7 +100,7 @@ def test_a_worker_killed_while_the_answer_was_held_bills_one_invocation(runs: di
     assert data["run"]["state"] == "success", data["run"]
     (episode,) = paid_once(data)
     assert episode["episode_id"] == held["episode_id"]
-    assert any("resubmitting with the same token" in note for note in notes(episode)), notes(episode)
+    assert "found by token lookup" in notes(episode), notes(episode)
 
 
 def test_bad_requests_and_prices_over_budget_are_refused_before_sending(runs: dict[str, Any]) -> None:

@@ -131,7 +131,7 @@ def test_409_on_submit_is_unknown_never_failed(file_store: EpisodeStore, server:
 
 @pytest.mark.parametrize("fault", ["5xx", "5xx_after_accept"])
 def test_5xx_with_tokens_retries_safely(file_store: EpisodeStore, server: ProviderServer, fault: str) -> None:
-    server.configure(fault=fault)
+    server.configure(fault=fault, lookup=False)  # capability (a) alone: the retry resends the token
     eid = file_store.allocate("2026-W32", "k").episode_id
     token = idempotency_token(file_store.namespace, eid)
     ledger, provider = SubmissionLedger(file_store), provider_for(server)
@@ -143,6 +143,45 @@ def test_5xx_with_tokens_retries_safely(file_store: EpisodeStore, server: Provid
     assert resumed.submission.attempts == 2
     assert jobs_for(server, token) == [resumed.submission.remote_ref]
     assert server.submissions(token) == 2 and server.accepted(token) == 1
+
+
+@pytest.mark.parametrize("fault", ["5xx", "5xx_after_accept"])
+def test_with_tokens_and_lookup_the_retry_looks_up_first(
+    file_store: EpisodeStore, server: ProviderServer, fault: str
+) -> None:
+    """An API may forget a token; the lookup does not: a job the lost call made is adopted, not re-sent."""
+    server.configure(fault=fault)
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    assert (provider.capabilities.idempotent_tokens, provider.capabilities.lookup) == (True, True)
+    with pytest.raises(ProviderOutcomeUnknown, match="HTTP 50"):
+        ledger.submit(eid, provider, REQUEST)
+    resumed = ledger.submit(eid, provider, REQUEST)
+    notes = [entry["note"] for entry in resumed.submission.history]
+    assert resumed.submission.state is SubmissionState.ACCEPTED
+    assert jobs_for(server, token) == [resumed.submission.remote_ref] and server.accepted(token) == 1
+    if fault == "5xx_after_accept":  # made: found, never sent again
+        assert "found by token lookup" in notes and server.submissions(token) == 1
+    else:  # nothing made: the lookup says so, the retry submits once
+        assert "token lookup found no job: submitting once with the same token" in notes
+        assert server.submissions(token) == 2
+
+
+def test_with_tokens_a_lookup_that_proves_nothing_resends_the_token(
+    file_store: EpisodeStore, server: ProviderServer
+) -> None:
+    server.configure(fault="5xx_after_accept", lookup_errors=[500])
+    eid = file_store.allocate("2026-W32", "k").episode_id
+    token = idempotency_token(file_store.namespace, eid)
+    ledger, provider = SubmissionLedger(file_store), provider_for(server)
+    with pytest.raises(ProviderOutcomeUnknown):
+        ledger.submit(eid, provider, REQUEST)
+    resumed = ledger.submit(eid, provider, REQUEST)
+    notes = [entry["note"] for entry in resumed.submission.history]
+    assert resumed.submission.state is SubmissionState.ACCEPTED
+    assert any(note.startswith("token lookup proved nothing (") for note in notes), notes
+    assert server.submissions(token) == 2 and server.accepted(token) == 1  # the token made it harmless
 
 
 def test_slow_answer_is_unknown(file_store: EpisodeStore, server: ProviderServer) -> None:
@@ -333,7 +372,7 @@ def test_a_late_status_never_reopens_a_terminal_submission(file_store: EpisodeSt
 def test_an_unsent_retry_keeps_the_earlier_uncertainty(file_store: EpisodeStore) -> None:
     """Connection refused on a resubmission goes back to `unknown`, never `none`: the first try may exist."""
     eid = file_store.allocate("2026-W32", "k").episode_id
-    with ProviderServer(fault="drop_after_accept") as server:
+    with ProviderServer(fault="drop_after_accept", lookup=False) as server:
         provider = provider_for(server, connect_retries=0)
         with pytest.raises(ProviderOutcomeUnknown):
             SubmissionLedger(file_store).submit(eid, provider, REQUEST)

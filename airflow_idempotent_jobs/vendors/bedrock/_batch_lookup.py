@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...errors import ProviderOutcomeUnknown
-from ._botocore import classify
+from ._pages import pages, the_one
 
 __all__ = ["DEFAULT_PREFIX", "PREFIX", "find_job", "job_name", "name_tag", "request_token"]
 
@@ -76,30 +76,22 @@ def find_job(
 ) -> str | None:
     """The ARN of the token's job; None only when the listing proves there is none (module docstring)."""
     mine, tag = request_token(idempotency_token), name_tag(idempotency_token)
-    query: dict[str, Any] = {"nameContains": tag, "maxResults": page_size, "sortBy": "CreationTime"}
-    query["sortOrder"] = "Descending"
-    if since is not None:
-        query["submitTimeAfter"] = since - dt.timedelta(seconds=clock_skew)
-    seen: set[str] = set()
-    after: str | None = None
-    for page in range(1, max_pages + 1):
-        try:
-            answer = client.list_model_invocation_jobs(**query, **({"nextToken": after} if after else {}))
-        except Exception as exc:
-            raise _unknown(f"page {page} failed ({classify(exc, 'ListModelInvocationJobs')})") from None
-        summaries = answer.get("invocationJobSummaries") if isinstance(answer, Mapping) else None
-        if not isinstance(summaries, list):
-            raise _unknown(f"page {page} holds no invocationJobSummaries list: it is not the API's listing")
+    query = {"nameContains": tag, "maxResults": page_size, "sortBy": "CreationTime"}
+    listing = pages(
+        client.list_model_invocation_jobs,
+        "ListModelInvocationJobs",
+        "invocationJobSummaries",
+        query,
+        since=since,
+        clock_skew=clock_skew,
+        max_pages=max_pages,
+        unknown=_unknown,
+    )
+    for page, summaries in listing:
         found = _judge(summaries, mine, tag, page)
         if found is not None:
             return found
-        after = answer.get("nextToken")
-        if after is None:
-            return None
-        if not isinstance(after, str) or not after or after in seen:
-            raise _unknown(f"page {page} gives the nextToken {str(after)[:60]!r} again (or an empty one)")
-        seen.add(after)
-    raise _unknown(f"the listing was cut short after {max_pages} pages (max_pages)")
+    return None
 
 
 def _judge(summaries: list[Any], mine: str, tag: str, page: int) -> str | None:
@@ -118,14 +110,7 @@ def _judge(summaries: list[Any], mine: str, tag: str, page: int) -> str | None:
         elif tag in name:
             carries = "no token" if token is None else "another token"
             raise _unknown(f"job {arn} is named for this token ({name[:70]!r}) but carries {carries}")
-    if len(ours) > 1:
-        raise _unknown(f"page {page} names {len(ours)} jobs for one token: {', '.join(sorted(ours)[:3])}")
-    if ours:
-        (arn,) = ours
-        if not JOB_ARN.fullmatch(arn):
-            raise _unknown(f"the job for this token has an ARN of another form ({arn[:120]!r})")
-        return arn
-    return None
+    return the_one(ours, page, JOB_ARN, "job", _unknown)
 
 
 def _unknown(why: str) -> ProviderOutcomeUnknown:

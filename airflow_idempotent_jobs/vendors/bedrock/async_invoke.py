@@ -7,6 +7,8 @@ episode's, `client_request_token`). Bedrock honours that token ("if this token m
 request, Amazon Bedrock ignores the request"), so every repetition of the call, boto3's own retries
 and a task's next try alike, answers the one invocation: capability (a), with boto3's retries left
 on (tests/vendors/bedrock/test_boto3_retries.py shows what they do). Exceptions: `_botocore.classify`.
+AWS does not say how long it remembers a token, so a retry first looks the token up in
+ListAsyncInvokes (`_async_lookup`: capability (b) as well) and adopts the invocation it finds.
 
 Cost: GetAsyncInvoke reports no usage and does not return the input, so `status` reports none; the
 priced figure is `worst_case(request)` (``per_second`` of ``videoGenerationConfig.durationSeconds``, or
@@ -24,6 +26,7 @@ from typing import Any, Final
 from ...episode import amount_problem
 from ...errors import InvalidConfiguration, InvalidRequest, ProviderOutcomeUnknown, ProviderRejected
 from ...paid.provider import ProviderCapabilities, RemoteState, RemoteStatus
+from ._async_lookup import find_invocation
 from ._botocore import Attempts, classify
 
 __all__ = ["BedrockAsyncInvokeProvider", "client_request_token"]
@@ -54,10 +57,19 @@ class BedrockAsyncInvokeProvider:
     must have one, so the weekly budget can count it before anything is paid.
     """
 
-    capabilities = ProviderCapabilities(idempotent_tokens=True)
+    capabilities = ProviderCapabilities(idempotent_tokens=True, lookup=True)
 
-    def __init__(self, client_factory: Callable[[], Any], *, prices: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        client_factory: Callable[[], Any],
+        *,
+        prices: Mapping[str, Mapping[str, Any]],
+        clock_skew: float = 300.0,
+        max_pages: int = 20,
+        page_size: int = 100,
+    ) -> None:
         self.prices = _checked_prices(prices)
+        self._skew, self._max_pages, self._page_size = float(clock_skew), int(max_pages), int(page_size)
         self._client = client_factory()
         self._starts = Attempts(self._client, "StartAsyncInvoke")
 
@@ -141,7 +153,18 @@ class BedrockAsyncInvokeProvider:
         return RemoteStatus(state, result=result, error=error)
 
     def find(self, idempotency_token: str) -> str | None:
-        raise ProviderOutcomeUnknown(f"{_WHAT}: no lookup (the token is honoured: resubmit)")
+        """The invocation made with the episode's token, listing every invocation (`_async_lookup`)."""
+        return self._find(idempotency_token, None)
+
+    def find_since(self, idempotency_token: str, since: dt.datetime) -> str | None:
+        """`find`, listing the invocations submitted since the token's first intent (less the skew)."""
+        return self._find(idempotency_token, since)
+
+    def _find(self, idempotency_token: str, since: dt.datetime | None) -> str | None:
+        token = client_request_token(idempotency_token)
+        return find_invocation(
+            self._client, token, since, clock_skew=self._skew, max_pages=self._max_pages, page_size=self._page_size
+        )
 
 
 def _text_time(value: Any) -> str | None:

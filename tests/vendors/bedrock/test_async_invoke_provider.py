@@ -39,10 +39,10 @@ def provider(api: BedrockRuntimeApi, **prices: Any) -> BedrockAsyncInvokeProvide
     return provider_at(api.url, prices or None)
 
 
-def test_it_is_a_paid_provider_with_tokens_honoured(api: BedrockRuntimeApi) -> None:
+def test_it_is_a_paid_provider_with_tokens_honoured_and_a_lookup(api: BedrockRuntimeApi) -> None:
     adapter = provider(api)
     assert isinstance(adapter, PaidProvider)
-    assert adapter.capabilities.idempotent_tokens and not adapter.capabilities.lookup
+    assert adapter.capabilities.idempotent_tokens and adapter.capabilities.lookup
     assert adapter.billing_identity() == {"api": "bedrock-runtime", "endpoint": api.url, "region": "us-east-1"}
 
 
