@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from tests.airflow.scenario_process import (
     store_contents,
     utc,
 )
+from tests.airflow.scenario_process import killed_run as run_killed
 
 scenario = Scenarios()
 WHEN = utc(2026, 8, 3, 6)
@@ -84,31 +83,8 @@ def outcome(dag_id: str, run: Result, store: Path | None = None) -> Result:
 
 
 def killed_run(bag: Any, dag_id: str, when: Any = WHEN, api: Admin = admin) -> Result:
-    """Run ``dag_id`` in a forked child; SIGKILL it once the double made the job (its answer held)."""
-    from airflow import settings
-
-    api("POST", "/_admin/config", HELD)
-    before = accepted(api)
-    assert settings.engine is not None
-    settings.engine.dispose()  # no pooled connection shared with the child
-    pid = os.fork()
-    if pid == 0:  # the child: the worker that dies
-        try:
-            run_dag(bag, dag_id, logical_date=when)
-        finally:
-            os._exit(3)  # never reached when killed as planned
-    deadline = time.monotonic() + 120
-    while accepted(api) == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    made = accepted(api) - before
-    os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)  # reaped: its pid is gone, as a dead worker's
-    api("POST", "/_admin/config", {"fault": None})
-    return {
-        "made_before_kill": made,
-        "killed_by": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "store_after_kill": store_contents(dag_store(dag_id)),
-    }
+    """`scenario_process.killed_run` on a Bedrock double (the runtime's unless ``api``)."""
+    return run_killed(bag, dag_id, logical_date=when, admin=api, held=HELD)
 
 
 @scenario

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.airflow.scenario_process import Result, Scenarios, dag_store, provider_admin, run_dag, store_contents, utc
+from tests.airflow.scenario_process import killed_run as run_killed
 
 scenario = Scenarios()
 VENDOR = os.environ.get("IJL_VENDOR", "openai")
@@ -98,31 +97,9 @@ def outcome(dag_id: str, run: Result, store: Path | None = None) -> Result:
 
 
 def killed_run(bag: Any, dag_id: str) -> Result:
-    """Run ``dag_id`` in a forked child; SIGKILL it once the double created the batch (its answer held)."""
-    from airflow import settings
-
-    admin("POST", "/_admin/config", HELD)
-    before = accepted()
-    assert settings.engine is not None
-    settings.engine.dispose()  # no pooled connection shared with the child
-    pid = os.fork()
-    if pid == 0:  # the child: the worker that dies
-        try:
-            run_dag(bag, dag_id, logical_date=WHEN)
-        finally:
-            os._exit(3)  # never reached when killed as planned
-    deadline = time.monotonic() + 120
-    while accepted() == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    created = accepted() - before
-    os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)  # reaped: its pid is gone, as a dead worker's
-    admin("POST", "/_admin/config", {"fault": None})
-    return {
-        "created_before_kill": created,
-        "killed_by": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "store_after_kill": store_contents(dag_store(dag_id)),
-    }
+    """`scenario_process.killed_run` on the vendor's double, the batch's create answer held."""
+    killed = run_killed(bag, dag_id, logical_date=WHEN, admin=admin, held=HELD)
+    return {**killed, "created_before_kill": killed.pop("made_before_kill")}
 
 
 @scenario

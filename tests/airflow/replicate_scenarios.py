@@ -4,7 +4,7 @@ Started by ``test_replicate_runs.py`` through `launch`, with the Replicate doubl
 (``airflow_idempotent_jobs.testing.replicate_api``) in its own OS process (``IJR_API_URL``) and a
 DAGs folder holding ``dags_replicate/`` and the example DAG. The double's switches and counters are
 reached through its ``/_admin`` API; billed predictions are the double's own count per token, not
-what the operator reports.
+what the operator reports. The worker-kill scenario runs first: it forks.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.airflow.scenario_process import (
     ScenarioHome,
     Scenarios,
     dag_store,
+    killed_run,
     provider_admin,
     run_dag,
     store_contents,
@@ -66,15 +67,26 @@ def outcome(dag_id: str, run: Result, store: Path | None = None) -> Result:
 
 
 @scenario
+def kill(bag: Any) -> Result:
+    """First (it forks): the worker SIGKILLed while the double holds the create answer, then the same
+    DAG run again: the retry finds the prediction by token lookup."""
+    held = {"fault": "slow", "fault_times": 1, "slow_seconds": 120}
+    killed = killed_run(bag, "ijr_kill", logical_date=WHEN, admin=admin, held=held)
+    before = admin("GET", "/_admin/stats")["accepted"]
+    return {**killed, **outcome("ijr_kill", run_dag(bag, "ijr_kill", logical_date=WHEN)), "accepted_before": before}
+
+
+@scenario
 def one_lost_answer(bag: Any) -> Result:
     """The create call's answer lost once (the prediction exists): the try fails unknown, the next
     finds the prediction by token lookup and adopts it."""
+    before = admin("GET", "/_admin/stats")["accepted"]
     admin("POST", "/_admin/config", {"fault": "drop_after_accept", "fault_times": 1})
     try:
         run = run_dag(bag, "ijr_one", logical_date=WHEN)
     finally:
         admin("POST", "/_admin/config", {"fault": None})
-    return outcome("ijr_one", run)
+    return {**outcome("ijr_one", run), "accepted_before": before}
 
 
 @scenario

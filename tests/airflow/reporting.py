@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator, CheckEpisodesOperator, PaidGenerationOperator
-from tests.airflow.support import observe
+from tests.airflow.support import observe, report_paid, store_for
 
-__all__ = ["Reporting", "ReportingAllocate", "ReportingCheck", "ReportingPaid"]
+__all__ = ["Reporting", "ReportingAllocate", "ReportingCheck", "ReportingPaid", "allocate_pay_report"]
 
 
 class Reporting:
@@ -37,3 +37,19 @@ class ReportingCheck(Reporting, CheckEpisodesOperator):
 
 class ReportingPaid(Reporting, PaidGenerationOperator):
     pass
+
+
+def allocate_pay_report(dag_id: str, **paid: Any) -> None:
+    """``allocate >> pay >> report`` in the DAG being defined: an episode on the DAG's own store, the paid
+    task (``paid``: its arguments), a step recording the XComs the paid task pushed."""
+    from airflow.sdk import task
+
+    @task(task_id="report")
+    def report(**context: Any) -> None:
+        report_paid(context, "pay")
+
+    allocate = AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
+    pay = ReportingPaid(
+        task_id="pay", episode_id="{{ ti.xcom_pull(task_ids='allocate') }}", store=store_for(dag_id), **paid
+    )
+    allocate >> pay >> report()

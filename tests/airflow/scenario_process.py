@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -125,6 +126,42 @@ def run_dag(
         "logical_date": None if dag_run.logical_date is None else dag_run.logical_date.isoformat(),
         "tis": tis,
         "observed": _observations()[before:],
+    }
+
+
+def killed_run(
+    bag: Any, dag_id: str, *, logical_date: Any, admin: Callable[..., Any], held: Mapping[str, Any]
+) -> Result:
+    """Run ``dag_id`` in a forked child; SIGKILL it once the double (its ``admin`` API: ``held`` makes it
+    hold the paid call's answer after accepting) made the job. Call it before this process runs any
+    ``dag.test()``: a fork of a process that has run one inherits its runner's state without the
+    threads behind it, and hangs."""
+    from airflow import settings
+
+    def accepted() -> int:
+        return int(admin("GET", "/_admin/stats")["accepted"])
+
+    admin("POST", "/_admin/config", dict(held))
+    before = accepted()
+    assert settings.engine is not None
+    settings.engine.dispose()  # no pooled connection shared with the child
+    pid = os.fork()
+    if pid == 0:  # the child: the worker that dies
+        try:
+            run_dag(bag, dag_id, logical_date=logical_date)
+        finally:
+            os._exit(3)  # never reached when killed as planned
+    deadline = time.monotonic() + 120
+    while accepted() == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    made = accepted() - before
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)  # reaped: its pid is gone, as a dead worker's
+    admin("POST", "/_admin/config", {"fault": None})
+    return {
+        "made_before_kill": made,
+        "killed_by": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "store_after_kill": store_contents(dag_store(dag_id)),
     }
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
-from tests.airflow.reporting import ReportingPaid
-from tests.airflow.support import START, report_paid, store_for
+from tests.airflow.reporting import ReportingPaid, allocate_pay_report
+from tests.airflow.support import START, store_for
 
 MODEL = "amazon.nova-reel-v1:0"
 #: As the connection's extra ``bedrock_prices`` holds them (the example DAG's model too).
@@ -54,24 +54,13 @@ for deferrable in (False, True):
     for shape in ("one", "lost", "kill"):
         dag_id = f"ijb_{mode}_{shape}"
         with DAG(dag_id, **dag_args(4)):
-
-            @task(task_id="report")
-            def report(**context: Any) -> None:
-                report_paid(context, "pay")
-
-            (
-                AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
-                >> ReportingPaid(
-                    task_id="pay",
-                    episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
-                    provider_conn_id="aws_default",
-                    request=video_request(),
-                    store=store_for(dag_id),
-                    deferrable=deferrable,
-                    weekly_budget=5.0,  # the price (no estimated_cost given) is well under it
-                    **FAST_POLL,
-                )
-                >> report()
+            allocate_pay_report(
+                dag_id,
+                provider_conn_id="aws_default",
+                request=video_request(),
+                deferrable=deferrable,
+                weekly_budget=5.0,  # the price (no estimated_cost given) is well under it
+                **FAST_POLL,
             )
 
     dag_id = f"ijb_{mode}_three"

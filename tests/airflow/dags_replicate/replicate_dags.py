@@ -2,7 +2,8 @@
 
 The paid task names only ``replicate_default`` (an ``idempotent_jobs_replicate`` connection): the
 operator picks our hook for it. ``ijr_one``: an episode, its prediction, a step reading what was
-recorded; the runner drops the create call's answer once.
+recorded; the runner drops the create call's answer once. ``ijr_kill``: the same; the runner SIGKILLs
+the worker while the double holds the answer to a prediction it made.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
-from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
-from tests.airflow.reporting import ReportingPaid
-from tests.airflow.support import START, report_paid, store_for
+from tests.airflow.reporting import allocate_pay_report
+from tests.airflow.support import START
 
 MODEL = "black-forest-labs/flux-schnell"
 #: As the connection's extra ``prices`` holds them (the example DAG's model too).
@@ -27,29 +27,14 @@ def image_request() -> dict[str, Any]:
     return {"model": MODEL, "input": {"prompt": "a lighthouse at dawn", "output_format": "png", "seed": 7}}
 
 
-dag_id = "ijr_one"
-with DAG(
-    dag_id,
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 4, "retry_delay": dt.timedelta(seconds=0)},
-):
-
-    @task(task_id="report")
-    def report(**context: Any) -> None:
-        report_paid(context, "pay")
-
-    (
-        AllocateEpisodeOperator(task_id="allocate", store=store_for(dag_id))
-        >> ReportingPaid(
-            task_id="pay",
-            episode_id="{{ ti.xcom_pull(task_ids='allocate') }}",
+for shape in ("one", "kill"):
+    dag_id = f"ijr_{shape}"
+    retries = {"retries": 4, "retry_delay": dt.timedelta(seconds=0)}
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False, default_args=retries):
+        allocate_pay_report(
+            dag_id,
             provider_conn_id="replicate_default",
             request=image_request(),
-            store=store_for(dag_id),
             weekly_budget=1.0,  # the worst case (60 s at the price) is well under it
             **FAST_POLL,
         )
-        >> report()
-    )
