@@ -3,7 +3,7 @@ errors as the ``x-amzn-ErrorType`` header with ``{"message"}`` (or S3's XML ``<E
 ``Authorization`` header required but not checked (which key signed is counted), and the faults a
 paid call may meet after the API made its job (the answer dropped, held, or a 5xx in its place).
 
-Written for `bedrock_control_api`; `bedrock_api` keeps its own copy of the same few lines.
+Both Bedrock doubles answer through it (`bedrock_api`, `bedrock_control_api`).
 """
 
 from __future__ import annotations

@@ -36,9 +36,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import datetime as dt
-import hashlib
-import json
 import sys
 import threading
 import time
@@ -46,14 +43,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-
-from ._api_switches import ApiSwitches, drop_connection, hold, with_drops
+from ._api_switches import ApiSwitches
+from ._aws_rest import Reply, aws_app, aws_error, iso, parameters_digest, when
 from ._background import BackgroundServer, UvicornServer, serve_until_terminated
 from ._double import CountedDouble
 
@@ -62,15 +55,6 @@ __all__ = ["CREATE_FAULTS", "BedrockConfig", "BedrockRuntimeApi", "main"]
 CREATE_FAULTS: Final = frozenset(
     {"drop_after_accept", "hang_after_accept", "500_after_accept", "503_after_accept", "429", "500", "400"}
 )
-#: The error type botocore reads for each HTTP code this double answers.
-_ERROR_TYPES: Final = {
-    400: "ValidationException",
-    403: "AccessDeniedException",
-    404: "ResourceNotFoundException",
-    429: "ThrottlingException",
-    500: "InternalServerException",
-    503: "ServiceUnavailableException",
-}
 ACCOUNT: Final = "123456789012"
 _ENDED: Final = frozenset({"Completed", "Failed"})
 
@@ -93,28 +77,6 @@ class BedrockConfig(ApiSwitches):
             raise ValueError(f"unknown end_as {changes['end_as']!r} (one of {sorted(_ENDED)})")
 
 
-@dataclass
-class _Reply:
-    code: int
-    body: Any
-    fault: str | None = None
-    error_type: str | None = None
-
-
-def _error(code: int, message: str, error_type: str | None = None) -> _Reply:
-    return _Reply(code, {"message": message}, error_type=error_type or _ERROR_TYPES.get(code, "ValidationException"))
-
-
-def _iso(moment: float) -> str:
-    return dt.datetime.fromtimestamp(moment, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parameters(body: dict[str, Any]) -> str:
-    """What a repeated token must repeat: every field but the token, canonical."""
-    rest = {k: v for k, v in body.items() if k != "clientRequestToken"}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
     """The double on a thread of this process: ``with BedrockRuntimeApi() as api: api.url``."""
 
@@ -133,7 +95,14 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
         #: Calls per access key id (``Credential=<id>/`` of each SigV4 header): which keys signed.
         self.counters["signed_by"] = {}
         stopping = threading.Event()
-        super().__init__(UvicornServer((host, port), _app(self, stopping), stopping), host)
+        super().__init__(UvicornServer((host, port), aws_app(self, stopping), stopping), host)
+
+    @property
+    def slow_seconds(self) -> float:
+        return self.config.slow_seconds
+
+    def unsigned(self, path: str) -> Reply:
+        return aws_error(403, "Missing Authentication Token", "AccessDeniedException")
 
     # -- for tests (configure, stats, accepted per clientRequestToken: CountedDouble) -------------
     def snapshot(self) -> dict[str, Any]:
@@ -145,7 +114,7 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
         }
 
     # -- the API (``lock`` held) -----------------------------------------------------------------
-    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> _Reply:
+    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Reply:
         if (method, path) == ("POST", "/async-invoke"):
             return self._start(body)
         if (method, path) == ("GET", "/async-invoke"):
@@ -153,45 +122,45 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
         if method == "GET" and path.startswith("/async-invoke/"):
             return self._get(unquote(path[len("/async-invoke/") :]))
         if (method, path) == ("GET", "/_admin/stats"):
-            return _Reply(200, self.snapshot())
+            return Reply(200, self.snapshot())
         if (method, path) == ("POST", "/_admin/config"):
             try:
                 self.config.update(body if isinstance(body, dict) else {})
             except ValueError as exc:
-                return _error(400, str(exc))
-            return _Reply(200, dataclasses.asdict(self.config))
-        return _error(404, f"no route {method} {path}", "UnknownOperationException")
+                return aws_error(400, str(exc))
+            return Reply(200, dataclasses.asdict(self.config))
+        return aws_error(404, f"no route {method} {path}", "UnknownOperationException")
 
-    def _start(self, body: Any) -> _Reply:
+    def _start(self, body: Any) -> Reply:
         self.counters["submissions"] += 1
         fault = self.config.take_fault()
         if fault in ("429", "500", "400"):
-            return _error(int(fault), f"refused before anything was made (HTTP {fault})")
+            return aws_error(int(fault), f"refused before anything was made (HTTP {fault})")
         problem = _start_problem(body)
         if problem:
-            return _error(400, problem)
+            return aws_error(400, problem)
         token = body.get("clientRequestToken")
-        params = _parameters(body)
+        params = parameters_digest(body)
         if token is not None and self.config.honour_tokens:
             for seen in self.invocations.values():
                 if seen["clientRequestToken"] == token:
                     if seen["_params"] != params:
                         self.counters["conflicts"] += 1
-                        return _error(
+                        return aws_error(
                             400, "the client request token was used with other parameters", "ConflictException"
                         )
                     self.counters["replayed"] += 1
-                    return _Reply(200, {"invocationArn": seen["invocationArn"]}, fault=fault)
+                    return Reply(200, {"invocationArn": seen["invocationArn"]}, fault=fault)
         invocation = self._new(body, token, params)
         self.counters["accepted"] += 1
         per_token = self.counters["accepted_per_token"]
         per_token[str(token)] = per_token.get(str(token), 0) + 1
-        return _Reply(200, {"invocationArn": invocation["invocationArn"]}, fault=fault)
+        return Reply(200, {"invocationArn": invocation["invocationArn"]}, fault=fault)
 
     def _new(self, body: dict[str, Any], token: str | None, params: str) -> dict[str, Any]:
         job = uuid.uuid4().hex[:12]
         arn = f"arn:aws:bedrock:{self.config.region}:{ACCOUNT}:async-invoke/{job}"
-        now = _iso(time.time())
+        now = iso(time.time())
         output = copy.deepcopy(body["outputDataConfig"])
         invocation: dict[str, Any] = {
             "invocationArn": arn,
@@ -208,36 +177,36 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
         self.invocations[arn] = invocation
         return invocation
 
-    def _get(self, arn: str) -> _Reply:
+    def _get(self, arn: str) -> Reply:
         self.counters["status_calls"] += 1
         if self.config.status_errors:
             code = self.config.status_errors.pop(0)
-            return _error(code, f"status refused (HTTP {code})")
+            return aws_error(code, f"status refused (HTTP {code})")
         invocation = self.invocations.get(arn)
         if invocation is None:
-            return _error(400, f"no async invocation {arn}", "ValidationException")
+            return aws_error(400, f"no async invocation {arn}", "ValidationException")
         invocation["_polls"] += 1
         if invocation["status"] not in _ENDED and invocation["_polls"] >= self.config.polls_to_finish:
-            now = _iso(time.time())
+            now = iso(time.time())
             invocation.update(status=self.config.end_as, lastModifiedTime=now, endTime=now)
             if self.config.end_as == "Failed":
                 invocation["failureMessage"] = "the model could not render this input"
-        return _Reply(200, _public(invocation))
+        return Reply(200, _public(invocation))
 
-    def _list(self, query: dict[str, list[str]]) -> _Reply:
+    def _list(self, query: dict[str, list[str]]) -> Reply:
         self.counters["lookup_calls"] += 1
         if self.config.lookup_errors:
             code = self.config.lookup_errors.pop(0)
-            return _error(code, f"listing refused (HTTP {code})")
+            return aws_error(code, f"listing refused (HTTP {code})")
         try:
-            after = _when(query.get("submitTimeAfter"))
-            before = _when(query.get("submitTimeBefore"))
+            after = when(query.get("submitTimeAfter"))
+            before = when(query.get("submitTimeBefore"))
             size = int(query.get("maxResults", ["1000"])[-1])
             start = int(query.get("nextToken", ["0"])[-1])
         except ValueError as exc:
-            return _error(400, f"bad listing parameter: {exc}")
+            return aws_error(400, f"bad listing parameter: {exc}")
         if not 1 <= size <= 1000 or start < 0:
-            return _error(400, "maxResults must be 1..1000")
+            return aws_error(400, "maxResults must be 1..1000")
         status = query.get("statusEquals", [None])[-1]
         chosen = [
             i
@@ -252,7 +221,7 @@ class BedrockRuntimeApi(CountedDouble[BedrockConfig], BackgroundServer):
         answer: dict[str, Any] = {"asyncInvokeSummaries": [_public(i) for i in page]}
         if start + size < len(chosen):
             answer["nextToken"] = str(start + size)
-        return _Reply(200, answer)
+        return Reply(200, answer)
 
 
 def _start_problem(body: Any) -> str | None:
@@ -275,57 +244,8 @@ def _start_problem(body: Any) -> str | None:
     return None
 
 
-def _when(values: list[str] | None) -> float | None:
-    if not values:
-        return None
-    return dt.datetime.fromisoformat(values[-1].replace("Z", "+00:00")).timestamp()
-
-
 def _public(invocation: dict[str, Any]) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in invocation.items() if not k.startswith("_") and v is not None}
-
-
-def _key_id(authorization: str) -> str:
-    """The access key id a SigV4 ``Authorization`` header names (``Credential=<id>/...``); "" if none."""
-    _, found, rest = authorization.partition("Credential=")
-    return rest.split("/", 1)[0] if found else ""
-
-
-def _app(api: BedrockRuntimeApi, stopping: threading.Event) -> Any:
-    async def endpoint(request: Request) -> Response:
-        path = request.url.path
-        body: Any = None
-        if request.method == "POST":
-            try:
-                body = json.loads((await request.body()) or b"null")
-            except ValueError:
-                body = None
-        if not path.startswith("/_admin/") and not request.headers.get("Authorization", "").startswith(
-            "AWS4-HMAC-SHA256"
-        ):
-            with api.lock:
-                api.counters["unsigned"] += 1
-            reply = _error(403, "Missing Authentication Token", "AccessDeniedException")
-        else:
-            with api.lock:
-                key_id = _key_id(request.headers.get("Authorization", ""))
-                if key_id:
-                    signed_by = api.counters["signed_by"]
-                    signed_by[key_id] = signed_by.get(key_id, 0) + 1
-                reply = api.route(request.method, path, parse_qs(request.url.query), body)
-        if reply.fault == "drop_after_accept":
-            await drop_connection(request)  # made; the client never hears of it
-        elif reply.fault == "hang_after_accept":
-            await hold(stopping, api.config.slow_seconds)
-        elif reply.fault in ("500_after_accept", "503_after_accept"):
-            code = int(reply.fault.split("_", 1)[0])
-            reply = _error(code, f"HTTP {code} after the invocation was made")
-        headers = {"x-amzn-RequestId": str(uuid.uuid4())}
-        if reply.error_type is not None:
-            headers["x-amzn-ErrorType"] = f"{reply.error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"
-        return Response(json.dumps(reply.body).encode(), reply.code, headers, media_type="application/json")
-
-    return with_drops(Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
