@@ -10,7 +10,6 @@ process. Prints the final submission as one JSON line; exit 0, or 3 when it is s
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -21,6 +20,7 @@ from airflow_idempotent_jobs.vendors.bedrock import BedrockAsyncInvokeProvider
 from tests.paid._child import arm_kill_point, die
 from tests.vendors.bedrock.batch_support import JOB, batch_provider_at
 from tests.vendors.bedrock.support import PRICES, START, runtime_client
+from tests.vendors.forked_steps import run_forked
 
 #: A batch's price is not in its request (its records are in S3): the step gives this estimate.
 BATCH_ESTIMATE = 1.0
@@ -62,15 +62,9 @@ def main(spec: dict[str, Any]) -> int:
     return 0
 
 
-def run(spec: dict[str, Any], out: str) -> None:
-    """In a forked process: stdout to ``out``, then `main`; exits with its code."""
-    code = 70
-    try:
-        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
-        code = main(spec)
-    finally:
-        sys.stdout.flush()
-        os._exit(code)
+def run(spec: dict[str, Any], env: dict[str, str], out: str) -> None:
+    """The forked process's target (`forked_steps.run_forked`)."""
+    run_forked(main, spec, env, out)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,15 @@ batch's: its manifest's tokens, priced).
 
 from __future__ import annotations
 
-import json
-import multiprocessing
-import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_idempotent_jobs import SubmissionState, open_store
+from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.paid import idempotency_token
 from airflow_idempotent_jobs.testing.bedrock_api import BedrockRuntimeApi
 from airflow_idempotent_jobs.testing.bedrock_control_api import BedrockControlApi
@@ -32,22 +28,12 @@ from tests.vendors.bedrock import _child
 from tests.vendors.bedrock.batch_support import JOB
 from tests.vendors.bedrock.batch_support import PRICES as BATCH_PRICES
 from tests.vendors.bedrock.support import PRICES, START
+from tests.vendors.forked_steps import ACCEPTED_POINTS, LEFT_BEHIND, POINTS, Child, finish, preload
+from tests.vendors.forked_steps import start as forked
 
-POINTS = ["before_intent", "after_intent", "in_flight", "after_answer", "after_saved"]
-ACCEPTED_POINTS = {"in_flight", "after_answer", "after_saved"}
-LEFT_BEHIND = {
-    "before_intent": SubmissionState.NONE,
-    "after_intent": SubmissionState.SUBMITTING,
-    "in_flight": SubmissionState.SUBMITTING,
-    "after_answer": SubmissionState.SUBMITTING,
-    "after_saved": SubmissionState.ACCEPTED,
-}
 PRICE = PRICES[START["modelId"]]["per_second"] * START["modelInput"]["videoGenerationConfig"]["durationSeconds"]
 
-#: Each paid step is a fresh OS process forked by a forkserver that imported the child module once.
-FORKS = multiprocessing.get_context("forkserver")
-FORKS.set_forkserver_preload(["tests.vendors.bedrock._child"])
-
+preload("tests.vendors.bedrock._child")
 
 TOKENS = 40_000, 8_000  # the batch double's manifest: input, output tokens
 BATCH_COST = (
@@ -70,25 +56,10 @@ def is_batch(api: Double) -> bool:
     return isinstance(api, BedrockControlApi)
 
 
-@dataclass
-class Child:
-    process: Any
-    out: Path
-
-
 def start(api: Double, store: Path, eid: str, **options: Any) -> Child:
     kind = "batch_inference" if is_batch(api) else "async_invoke"
     spec = {"store": str(store), "episode": eid, "url": api.url, "api": kind, **options}
-    out = store.with_name(f"child-{time.monotonic_ns()}.out")
-    process = FORKS.Process(target=_child.run, args=(spec, str(out)))
-    process.start()
-    return Child(process, out)
-
-
-def finish(child: Child) -> tuple[int, dict[str, Any], str]:
-    child.process.join(timeout=90)
-    lines = child.out.read_text().strip().splitlines() if child.out.exists() else []
-    return int(child.process.exitcode), json.loads(lines[-1]) if lines else {}, "\n".join(lines)
+    return forked(_child.run, spec, store)
 
 
 def jobs(api: Double, token: str) -> list[str]:
@@ -110,18 +81,17 @@ def test_crash_then_retry_bills_one_job(api: Double, tmp_path: Path, point: str)
         deadline = time.monotonic() + 60
         while api.accepted(ours) == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert first.process.pid is not None
-        os.kill(first.process.pid, signal.SIGKILL)  # the answer is still held by the double
+        first.kill(signal.SIGKILL)  # the answer is still held by the double
     else:
         first = start(api, store_path, eid, kill=point)
-    code, _, err = finish(first)
+    code, _, err = finish(first, timeout=90)
     api.configure(fault=None)
     assert code == -signal.SIGKILL, err
     assert api.accepted(ours) == (1 if point in ACCEPTED_POINTS else 0)
     original = jobs(api, ours)
     assert store.get(eid).submission.state is LEFT_BEHIND[point]
 
-    code, out, err = finish(start(api, store_path, eid, poll=True))
+    code, out, err = finish(start(api, store_path, eid, poll=True), timeout=90)
     assert code == 0, err
     assert out["state"] == "succeeded"
     if is_batch(api):

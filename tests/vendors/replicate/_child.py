@@ -20,6 +20,7 @@ from airflow_idempotent_jobs.errors import ProviderOutcomeUnknown, SubmissionSta
 from airflow_idempotent_jobs.paid import SubmissionLedger, wait_for_terminal
 from airflow_idempotent_jobs.vendors.replicate.provider import ReplicatePredictionProvider
 from tests.paid._child import arm_kill_point, die
+from tests.vendors.forked_steps import run_forked
 from tests.vendors.replicate.support import PRICES, REQUEST
 
 
@@ -47,16 +48,9 @@ def main(spec: dict[str, Any]) -> int:
     return 0
 
 
-def run(spec: dict[str, Any], token: str, out: str) -> None:
-    """In a forked process: stdout to ``out``, the token in the environment, `main`; exits with its code."""
-    code = 70
-    try:
-        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
-        os.environ["REPLICATE_TEST_TOKEN"] = token
-        code = main(spec)
-    finally:
-        sys.stdout.flush()
-        os._exit(code)
+def run(spec: dict[str, Any], env: dict[str, str], out: str) -> None:
+    """The forked process's target (`forked_steps.run_forked`)."""
+    run_forked(main, spec, env, out)
 
 
 if __name__ == "__main__":

@@ -10,33 +10,23 @@ the recorded cost must be its predict time at the table's price, computed here.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
-import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_idempotent_jobs import SubmissionState, open_store
+from airflow_idempotent_jobs import open_store
 from airflow_idempotent_jobs.paid import idempotency_token
 from airflow_idempotent_jobs.testing.replicate_api import ReplicateApi
+from tests.vendors.forked_steps import ACCEPTED_POINTS, LEFT_BEHIND, POINTS, Child, finish, preload
+from tests.vendors.forked_steps import start as forked
 from tests.vendors.replicate import _child
 from tests.vendors.replicate.support import expected_cost
 
-POINTS = ["before_intent", "after_intent", "in_flight", "after_answer", "after_saved"]
-ACCEPTED_POINTS = {"in_flight", "after_answer", "after_saved"}
-LEFT_BEHIND = {
-    "before_intent": SubmissionState.NONE,
-    "after_intent": SubmissionState.SUBMITTING,
-    "in_flight": SubmissionState.SUBMITTING,
-    "after_answer": SubmissionState.SUBMITTING,
-    "after_saved": SubmissionState.ACCEPTED,
-}
+preload("tests.vendors.replicate._child")
 
 
 @pytest.fixture(scope="module")
@@ -45,33 +35,9 @@ def api() -> Iterator[ReplicateApi]:
         yield running
 
 
-#: Each paid step is a fresh OS process forked by a forkserver that imported the child module once.
-FORKS = multiprocessing.get_context("forkserver")
-FORKS.set_forkserver_preload(["tests.vendors.replicate._child"])
-
-
-@dataclass
-class Child:
-    process: Any
-    out: Path
-
-    def send_signal(self, sig: int) -> None:
-        assert self.process.pid is not None
-        os.kill(self.process.pid, sig)
-
-
 def start(api: ReplicateApi, store: Path, eid: str, **options: Any) -> Child:
     spec = {"store": str(store), "episode": eid, "base_url": api.url, **options}
-    out = store.with_name(f"child-{time.monotonic_ns()}.out")
-    process = FORKS.Process(target=_child.run, args=(spec, api.api_token, str(out)))
-    process.start()
-    return Child(process, out)
-
-
-def finish(child: Child) -> tuple[int, dict[str, Any], str]:
-    child.process.join(timeout=60)
-    lines = child.out.read_text().strip().splitlines() if child.out.exists() else []
-    return int(child.process.exitcode), json.loads(lines[-1]) if lines else {}, "\n".join(lines)
+    return forked(_child.run, spec, store, REPLICATE_TEST_TOKEN=api.api_token)
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -87,7 +53,7 @@ def test_crash_then_retry_bills_one_prediction(api: ReplicateApi, tmp_path: Path
         deadline = time.monotonic() + 30
         while api.accepted(token) == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        first.send_signal(signal.SIGKILL)  # the create answer is still held by the API
+        first.kill(signal.SIGKILL)  # the create answer is still held by the API
     else:
         first = start(api, store_path, eid, kill=point)
     code, _, err = finish(first)
