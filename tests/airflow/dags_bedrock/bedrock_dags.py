@@ -17,6 +17,8 @@ from airflow.sdk import DAG
 from airflow_idempotent_jobs.operators import AllocateEpisodeOperator
 from tests.airflow.reporting import ReportingPaid, allocate_pay_report
 from tests.airflow.support import START, store_for
+from tests.vendors.bedrock.batch_support import JOB
+from tests.vendors.bedrock.batch_support import PRICES as PRICES_PER_TOKEN
 
 MODEL = "amazon.nova-reel-v1:0"
 #: As the connection's extra ``bedrock_prices`` holds them (the example DAG's model too).
@@ -98,15 +100,9 @@ with DAG("ijb_refused", **dag_args(4)):
 # -- Side by side: Airflow's own BedrockBatchInferenceOperator and ours, on ONE aws connection ------
 # (``aws_batch``: the control-plane double; Airflow's hook ignores the extras only ours reads).
 # Retries 3 (no delay) each; the runner runs them under the same faults and counts the jobs made.
-BATCH_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
-BATCH_PRICES: dict[str, dict[str, float]] = {BATCH_MODEL: {"input": 0.125, "output": 0.625}}
-BATCH_JOB: dict[str, Any] = {
-    "roleArn": "arn:aws:iam::123456789012:role/bedrock-batch",
-    "modelId": BATCH_MODEL,
-    "inputDataConfig": {"s3InputDataConfig": {"s3Uri": "s3://weekly-prompts/records.jsonl"}},
-    "outputDataConfig": {"s3OutputDataConfig": {"s3Uri": "s3://weekly-answers/out/"}},
-    "jobName": "weekly",
-}
+#: The batch provider tests' job and batch prices (per million tokens): one CreateModelInvocationJob.
+BATCH_JOB, BATCH_PRICES = JOB, PRICES_PER_TOKEN
+BATCH_MODEL = JOB["modelId"]
 
 
 def _side_by_side() -> None:
