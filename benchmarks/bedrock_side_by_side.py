@@ -13,49 +13,33 @@ deleted afterwards unless ``--keep``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks._side_by_side import side_by_side_main  # noqa: E402
 from tests.airflow.bedrock_scenarios import SOURCES, launch, markdown  # noqa: E402
-from tests.airflow.llm_side_by_side_scenarios import migrated_home  # noqa: E402
+
+NOTE = (
+    "Billed jobs as the control-plane double counted them; the run's state (tries of the paying task)."
+    "\nboto3 fills one clientRequestToken per call and resends it on its own attempts, so Airflow's operator"
+    "\nmakes one job within a try; its next try is a new call: a new token, the same job name."
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks/bedrock_side_by_side.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="also write the runner's whole results here")
-    parser.add_argument("--keep", action="store_true", help="keep the Airflow home (its log: work/scenarios.log)")
-    args = parser.parse_args(argv)
-    home = Path(tempfile.mkdtemp(prefix="bedrock-side-by-side-"))
-    try:
-        started = time.monotonic()
-        where = migrated_home(home, SOURCES)
-        migrated = time.monotonic()
-        results = launch(where)
-        done = time.monotonic()
-        print(markdown(results["side_by_side"]["table"]))
-        print(
-            "\nBilled jobs as the control-plane double counted them; the run's state (tries of the paying task)."
-            "\nboto3 fills one clientRequestToken per call and resends it on its own attempts, so Airflow's operator"
-            "\nmakes one job within a try; its next try is a new call: a new token, the same job name."
-            f"\nMigrating the metadata database {migrated - started:.0f} s, the runs {done - migrated:.0f} s."
-        )
-        if args.json is not None:
-            args.json.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    finally:
-        if args.keep:
-            print(f"home kept: {home}", file=sys.stderr)
-        else:
-            shutil.rmtree(home, ignore_errors=True)
-    return 0
+    return side_by_side_main(
+        argv,
+        prog="benchmarks/bedrock_side_by_side.py",
+        doc=__doc__,
+        sources=SOURCES,
+        launch=launch,
+        table=lambda results: markdown(results["side_by_side"]["table"]),
+        note=NOTE,
+    )
 
 
 if __name__ == "__main__":
